@@ -1,0 +1,147 @@
+package dev.hyspec.backend;
+
+import dev.hyspec.checkpoint.TensorEntry;
+
+/**
+ * The operations the model layers are written against. Shapes are row-major; {@code T} is the
+ * number of tokens in the call. Unless stated, {@code out} may alias an input of the same shape.
+ * Every operation computes in float32, whatever dtype a weight is stored in. The CPU backend is
+ * the reference every other backend is tested against.
+ */
+public interface Backend extends AutoCloseable {
+
+    String name();
+
+    // ---- memory ----
+
+    /** A float32 tensor of the given shape, filled with zeros. */
+    Tensor zeros(int... shape);
+
+    /** A float32 tensor holding a copy of {@code data}. */
+    Tensor upload(float[] data, int... shape);
+
+    /** A copy of a float32 tensor's contents. */
+    float[] download(Tensor t);
+
+    /** A weight as the checkpoint stores it (F32, BF16 or F16), read in place where possible. */
+    Tensor weight(TensorEntry entry);
+
+    /**
+     * The rows {@code rows[i]} of a 2-D checkpoint weight, in that order, as one weight
+     * {@code [rows.length, cols]}: for projections whose output layout hyspec reorders.
+     */
+    Tensor weightRows(TensorEntry entry, int[] rows);
+
+    /** Releases a tensor; it must not be used afterwards. */
+    void free(Tensor t);
+
+    /** {@code dst[dstRow + i, :] = src[srcRow + i, :]} for {@code i < n}; equal column counts. */
+    void copyRows(Tensor src, int srcRow, Tensor dst, int dstRow, int n);
+
+    /** Sets every element to zero. */
+    void fillZero(Tensor t);
+
+    // ---- dense math ----
+
+    /** {@code out[t, :] = table[ids[t], :]}. {@code table [V, D]}, {@code out [T, D]}. */
+    void embedding(int[] ids, Tensor table, Tensor out);
+
+    /**
+     * {@code out[t, o] = Σ_i x[t, i] · w[o, i]} (+ {@code bias[o]} when bias is not null), i.e.
+     * {@code nn.Linear}. {@code x [T, in]}, {@code w [out, in]}, {@code out [T, out]}; out must not alias x.
+     */
+    void matmul(Tensor x, Tensor w, Tensor bias, Tensor out);
+
+    /**
+     * RMSNorm over groups of {@code groupSize} consecutive elements of each row:
+     * {@code out = x / sqrt(mean_group(x²) + eps) · w'} with {@code w' = 1 + w} when {@code plusOne}
+     * (zero-centred Qwen weights), else {@code w}. {@code w} has {@code groupSize} or {@code cols} elements
+     * (indexed by column modulo its length).
+     */
+    void rmsNorm(Tensor x, Tensor w, int groupSize, float eps, boolean plusOne, Tensor out);
+
+    /**
+     * Gated RMSNorm per group of {@code groupSize} columns. {@code gateFirst} (Mamba2):
+     * {@code u = x · silu(gate); out = u / sqrt(mean_group(u²) + eps) · w}. Otherwise (Gated DeltaNet):
+     * {@code out = x / sqrt(mean_group(x²) + eps) · w · silu(gate)}. {@code w} indexed by column modulo its length.
+     */
+    void gatedRmsNorm(Tensor x, Tensor gate, Tensor w, int groupSize, float eps, boolean gateFirst, Tensor out);
+
+    /** {@code out = a + b}, elementwise. */
+    void add(Tensor a, Tensor b, Tensor out);
+
+    /** {@code out = relu(x)²}. */
+    void relu2(Tensor x, Tensor out);
+
+    /** SwiGLU: {@code out = silu(gate) · up}. */
+    void siluMul(Tensor gate, Tensor up, Tensor out);
+
+    /**
+     * {@code out[t, c] = x[t, c] · σ(gate[t, c'])} with {@code c' = c} when gate has x's shape, or
+     * {@code c' = 0} when gate is {@code [T, 1]} (one gate per row).
+     */
+    void sigmoidGate(Tensor x, Tensor gate, Tensor out);
+
+    /** {@code out[t, :] = x[t, :] · scale[t]}. */
+    void scaleRows(Tensor x, float[] scale, Tensor out);
+
+    // ---- attention ----
+
+    /**
+     * Rotary embedding in place on {@code x [T, heads·headDim]}: within each head the first
+     * {@code rotaryDim} dims are rotated in halves (HF {@code rotate_half}),
+     * {@code x' = x·cos + rotate_half(x)·sin} with angle {@code positions[t] · theta^(−2i/rotaryDim)}.
+     */
+    void rope(Tensor x, int heads, int headDim, int rotaryDim, float theta, int[] positions);
+
+    /**
+     * Causal GQA attention of {@code q [T, H·D]} over a cache whose rows {@code 0 … pastLen+T−1}
+     * are filled ({@code kCache, vCache [capacity, Hkv·D]}): query {@code t} sees keys
+     * {@code ≤ pastLen + t}; query head {@code h} reads kv head {@code h / (H/Hkv)};
+     * {@code out[t, h] = softmax(q·kᵀ / √D) · v}. {@code out [T, H·D]}.
+     */
+    void attention(Tensor q, Tensor kCache, Tensor vCache, int numHeads, int numKvHeads, int headDim, int pastLen,
+                   Tensor out);
+
+    // ---- recurrent layers ----
+
+    /**
+     * Causal depthwise conv with SiLU, continuing from a window of the previous {@code W−1} inputs:
+     * with {@code u = [window | x]} (time along the window), {@code out[t, c] =
+     * silu(bias[c] + Σ_j w[c, j] · u[c, t + j])}; afterwards {@code window} holds the last {@code W−1}
+     * inputs. {@code x, out [T, C]}, {@code window [C, W−1]}, {@code w [C, W]} (or {@code [C, 1, W]}),
+     * {@code bias [C]} or null. out must not alias x.
+     */
+    void causalConv1d(Tensor x, Tensor window, Tensor w, Tensor bias, Tensor out);
+
+    /**
+     * Mamba2 selective-state recurrence over {@code T} tokens, from {@code state [H, P, N]}
+     * (updated in place). From {@code xBC [T, H·P + 2·G·N]} = {@code x | B | C}:
+     * {@code dt = clamp(softplus(dtRaw + dtBias), dtMin, dtMax)}, {@code A = −exp(aLog)},
+     * {@code h_t = exp(dt·A)·h_{t−1} + dt·x_t ⊗ B_t}, {@code y_t = h_t·C_t + D·x_t}.
+     * {@code dtRaw [T, H]}, {@code dtBias, aLog, d [H]}, {@code y [T, H·P]}.
+     */
+    void mamba2Scan(Tensor state, Tensor xBC, Tensor dtRaw, Tensor dtBias, Tensor aLog, Tensor d, Mamba2Dims dims,
+                    Tensor y);
+
+    /**
+     * Gated delta rule over {@code T} tokens from {@code state [Hv, Dk, Dv]} (updated in place).
+     * From {@code qkv [T, 2·Hk·Dk + Hv·Dv]} = {@code q | k | v}: q and k are L2-normalised per head
+     * ({@code x / sqrt(Σx² + 1e−6)}), q scaled by {@code Dk^−½}; {@code β = σ(b)},
+     * {@code g = −exp(aLog)·softplus(a + dtBias)}; per token
+     * {@code S ← S·e^g; δ = β(v − Sᵀk); S ← S + k δᵀ; o = Sᵀq}. {@code a, b [T, Hv]}, {@code out [T, Hv·Dv]}.
+     */
+    void gatedDeltaScan(Tensor state, Tensor qkv, Tensor a, Tensor b, Tensor aLog, Tensor dtBias, GdnDims dims,
+                        Tensor out);
+
+    // ---- mixture of experts ----
+
+    /** {@code dst[i, :] = src[rows[i], :]}. */
+    void gatherRows(Tensor src, int[] rows, Tensor dst);
+
+    /** {@code dst[rows[i], :] += scale[i] · src[i, :]}. */
+    void scatterAddRows(Tensor src, int[] rows, float[] scale, Tensor dst);
+
+    @Override
+    void close();
+}

@@ -1,0 +1,45 @@
+package dev.hyspec.model;
+
+import dev.hyspec.backend.Backend;
+import dev.hyspec.backend.Tensor;
+import dev.hyspec.checkpoint.Checkpoint;
+import dev.hyspec.model.config.ModelConfig;
+import dev.hyspec.model.config.ModelConfig.Block;
+import dev.hyspec.model.config.ModelConfigParser;
+import dev.hyspec.model.layers.Attention;
+import dev.hyspec.model.layers.GatedDeltaNet;
+import dev.hyspec.model.layers.Mamba2Mixer;
+import dev.hyspec.model.layers.Mixer;
+import dev.hyspec.model.layers.Mlp;
+import dev.hyspec.model.layers.SparseMoe;
+import java.util.ArrayList;
+import java.util.List;
+
+/** Builds a {@link HybridModel} from a checkpoint: the config decides the blocks, the weights fill them. */
+final class ModelLoader {
+    private ModelLoader() {}
+
+    static HybridModel load(Checkpoint checkpoint, Backend backend) {
+        ModelConfig c = ModelConfigParser.parse(checkpoint.config());
+        Weights w = new Weights(checkpoint, backend);
+        int d = c.hiddenSize();
+        Tensor embedding = w.matrix(c.embeddingName(), c.vocabSize(), d);
+        Tensor lmHead = c.tieWordEmbeddings() && !w.has("lm_head.weight")
+                ? embedding : w.matrix("lm_head.weight", c.vocabSize(), d);
+        Tensor finalNorm = w.vector(c.finalNormName(), d);
+        List<Tensor> norms = new ArrayList<>();
+        List<Mixer> mixers = new ArrayList<>();
+        for (Block b : c.blocks()) {
+            norms.add(w.vector(b.normName(), d));
+            mixers.add(switch (b.kind()) {
+                case MAMBA2 -> new Mamba2Mixer(w, b.prefix(), c.mamba2(), d, c.normEps());
+                case GATED_DELTA_NET -> new GatedDeltaNet(w, b.prefix(), c.gdn(), c.architecture(), d, c.normEps());
+                case ATTENTION -> new Attention(w, b.prefix(), c.attention(), d, c.normEps(), c.normPlusOne());
+                case MLP -> new Mlp(w, b.prefix(), d, c.mlp().intermediateSize(), c.mlp().activation(),
+                        c.mlp().bias());
+                case MOE -> new SparseMoe(w, b.prefix(), c.moe(), d);
+            });
+        }
+        return new HybridModel(c, backend, embedding, lmHead, finalNorm, norms, mixers);
+    }
+}

@@ -1,0 +1,124 @@
+package dev.hyspec.model.layers;
+
+import dev.hyspec.backend.Backend;
+import dev.hyspec.backend.Tensor;
+import dev.hyspec.model.Weights;
+import dev.hyspec.model.config.ModelConfig.AttentionSpec;
+import java.util.stream.IntStream;
+
+/**
+ * Causal GQA self-attention with a KV cache. Nemotron-H: plain q/k/v/o, no positional encoding.
+ * Qwen3-Next / Qwen3.5: per-head RMSNorm ({@code 1 + w}) on q and k, (partial) RoPE, and an output
+ * gate packed with the query projection per head as {@code [q_h (D) | gate_h (D)]}
+ * (HF {@code Qwen3NextAttention}), applied as {@code o · σ(gate)} before {@code o_proj}.
+ */
+public final class Attention implements Mixer {
+    private static final int INITIAL_CAPACITY = 64;
+
+    private final Backend backend;
+    private final AttentionSpec spec;
+    private final float eps;
+    private final boolean normPlusOne;
+    private final Tensor qProj;     // [H·D, hidden]
+    private final Tensor gateProj;  // [H·D, hidden] or null
+    private final Tensor kProj;     // [Hkv·D, hidden]
+    private final Tensor vProj;     // [Hkv·D, hidden]
+    private final Tensor oProj;     // [hidden, H·D]
+    private final Tensor qBias, gateBias, kBias, vBias, oBias;  // null without attention_bias
+    private final Tensor qNorm;     // [D] or null
+    private final Tensor kNorm;     // [D] or null
+
+    public Attention(Weights w, String prefix, AttentionSpec spec, int hidden, float eps, boolean normPlusOne) {
+        this.backend = w.backend();
+        this.spec = spec;
+        this.eps = eps;
+        this.normPlusOne = normPlusOne;
+        int h = spec.numHeads();
+        int dh = spec.headDim();
+        int q = h * dh;
+        int kv = spec.numKvHeads() * dh;
+        String qName = prefix + "q_proj.weight";
+        if (spec.outputGate()) {
+            int[] queryRows = packedRows(h, dh, 0);
+            int[] gateRows = packedRows(h, dh, dh);
+            qProj = w.matrixRows(qName, 2 * q, hidden, queryRows);
+            gateProj = w.matrixRows(qName, 2 * q, hidden, gateRows);
+            qBias = spec.bias() ? gather(w, prefix + "q_proj.bias", 2 * q, queryRows) : null;
+            gateBias = spec.bias() ? gather(w, prefix + "q_proj.bias", 2 * q, gateRows) : null;
+        } else {
+            qProj = w.matrix(qName, q, hidden);
+            gateProj = null;
+            qBias = spec.bias() ? w.vector(prefix + "q_proj.bias", q) : null;
+            gateBias = null;
+        }
+        kProj = w.matrix(prefix + "k_proj.weight", kv, hidden);
+        vProj = w.matrix(prefix + "v_proj.weight", kv, hidden);
+        oProj = w.matrix(prefix + "o_proj.weight", hidden, q);
+        kBias = spec.bias() ? w.vector(prefix + "k_proj.bias", kv) : null;
+        vBias = spec.bias() ? w.vector(prefix + "v_proj.bias", kv) : null;
+        oBias = spec.bias() ? w.vector(prefix + "o_proj.bias", hidden) : null;
+        qNorm = spec.qkNorm() ? w.vector(prefix + "q_norm.weight", dh) : null;
+        kNorm = spec.qkNorm() ? w.vector(prefix + "k_norm.weight", dh) : null;
+    }
+
+    /** Rows {@code h·2D + offset + [0, D)} for every head: one half of a per-head packed projection. */
+    private static int[] packedRows(int heads, int headDim, int offset) {
+        return IntStream.range(0, heads * headDim).map(i -> (i / headDim) * 2 * headDim + offset + i % headDim)
+                .toArray();
+    }
+
+    private static Tensor gather(Weights w, String name, int n, int[] idx) {
+        float[] all = w.backend().download(w.vector(name, n));
+        float[] part = new float[idx.length];
+        for (int i = 0; i < idx.length; i++) {
+            part[i] = all[idx[i]];
+        }
+        return w.backend().upload(part, idx.length);
+    }
+
+    @Override
+    public KvCache newState() {
+        return new KvCache(backend, spec.numKvHeads() * spec.headDim(), INITIAL_CAPACITY);
+    }
+
+    @Override
+    public Tensor forward(Tensor x, LayerState state, int pastLen, int[] positions) {
+        KvCache cache = (KvCache) state;
+        int tokens = x.rows();
+        int dh = spec.headDim();
+        // q [T, H·D], k, v [T, Hkv·D]
+        Tensor q = backend.zeros(tokens, spec.numHeads() * dh);
+        Tensor k = backend.zeros(tokens, spec.numKvHeads() * dh);
+        Tensor v = backend.zeros(tokens, spec.numKvHeads() * dh);
+        backend.matmul(x, qProj, qBias, q);
+        backend.matmul(x, kProj, kBias, k);
+        backend.matmul(x, vProj, vBias, v);
+        // per-head q/k norm, then RoPE
+        if (spec.qkNorm()) {
+            backend.rmsNorm(q, qNorm, dh, eps, normPlusOne, q);
+            backend.rmsNorm(k, kNorm, dh, eps, normPlusOne, k);
+        }
+        if (spec.rotaryDim() > 0) {
+            backend.rope(q, spec.numHeads(), dh, spec.rotaryDim(), spec.ropeTheta(), positions);
+            backend.rope(k, spec.numKvHeads(), dh, spec.rotaryDim(), spec.ropeTheta(), positions);
+        }
+        // append to the KV cache at rows L … L+T−1, attend causally
+        cache.ensureCapacity(pastLen + tokens);
+        backend.copyRows(k, 0, cache.keys(), pastLen, tokens);
+        backend.copyRows(v, 0, cache.values(), pastLen, tokens);
+        Tensor o = backend.zeros(tokens, spec.numHeads() * dh);
+        backend.attention(q, cache.keys(), cache.values(), spec.numHeads(), spec.numKvHeads(), dh, pastLen, o);
+        if (gateProj != null) {
+            Tensor gate = backend.zeros(tokens, spec.numHeads() * dh);
+            backend.matmul(x, gateProj, gateBias, gate);
+            backend.sigmoidGate(o, gate, o);
+            backend.free(gate);
+        }
+        Tensor out = backend.zeros(tokens, oProj.rows());
+        backend.matmul(o, oProj, oBias, out);
+        for (Tensor t : new Tensor[] {q, k, v, o}) {
+            backend.free(t);
+        }
+        return out;
+    }
+}
