@@ -54,6 +54,10 @@ public final class Checkpoint {
             weightMap.fields().forEachRemaining(e -> shards.add(e.getValue().asText()));
             Map<String, SafetensorsFile> opened = new LinkedHashMap<>();
             for (String shard : shards) {
+                if (!Files.isRegularFile(dir.resolve(shard))) {
+                    throw new CheckpointException("missing file: " + shard + ", listed in " + INDEX
+                            + ", is not in " + dir);
+                }
                 opened.put(shard, SafetensorsFile.open(dir.resolve(shard)));
             }
             weightMap.fields().forEachRemaining(e -> {

@@ -44,8 +44,12 @@ public final class SafetensorsFile {
             ByteBuffer lenBuf = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN);
             ch.read(lenBuf, 0);
             long headerLen = lenBuf.getLong(0);
-            if (headerLen <= 0 || headerLen > 100_000_000L || 8 + headerLen > size) {
+            if (headerLen <= 0 || headerLen > 100_000_000L) {
                 throw new CheckpointException(path + " is not a safetensors file (header length " + headerLen + ")");
+            }
+            if (8 + headerLen > size) {
+                throw new CheckpointException(path + " is truncated: its header needs " + (8 + headerLen)
+                        + " bytes, but the file has only " + size);
             }
             ByteBuffer header = ByteBuffer.allocate((int) headerLen);
             ch.read(header, 8);
@@ -88,9 +92,13 @@ public final class SafetensorsFile {
         JsonNode offsets = node.path("data_offsets");
         long begin = offsets.path(0).asLong(-1);
         long end = offsets.path(1).asLong(-1);
-        if (begin < 0 || end < begin || dataStart + end > fileSize) {
+        if (begin < 0 || end < begin) {
             throw new CheckpointException("tensor " + name + " in " + path.getFileName()
-                    + " has data offsets [" + begin + ", " + end + ") outside the file");
+                    + " has invalid data offsets " + offsets);
+        }
+        if (dataStart + end > fileSize) {
+            throw new CheckpointException(path.getFileName() + " is truncated: tensor " + name + " has data offsets ["
+                    + begin + ", " + end + "), but the file holds only " + (fileSize - dataStart) + " bytes of data");
         }
         if (end - begin != elements * dtype.bytes()) {
             throw new CheckpointException("tensor " + name + " in " + path.getFileName() + " holds " + (end - begin)
