@@ -16,7 +16,8 @@ import java.util.stream.Stream;
 
 /**
  * Reference checkpoints with logits and greedy rollouts computed by transformers: every folder
- * under {@code ../shared/fixtures/hf-tiny} (or {@code -Dhyspec.fixtures=DIR}), plus every fixture
+ * under {@code ../shared/fixtures/hf-tiny} (or {@code -Dhyspec.fixtures=DIR}) and the project's own
+ * {@code src/test/fixtures}, plus every fixture
  * folder under each path of the environment variable {@code HYSPEC_FIXTURES_EXTRA} (colon-separated).
  */
 public final class Fixtures {
@@ -46,9 +47,10 @@ public final class Fixtures {
         return Path.of(System.getProperty("hyspec.fixtures", "../shared/fixtures/hf-tiny")).toAbsolutePath().normalize();
     }
 
-    /** The hf-tiny fixtures plus those under {@code HYSPEC_FIXTURES_EXTRA}. */
+    /** The hf-tiny fixtures, the project's, and those under {@code HYSPEC_FIXTURES_EXTRA}. */
     public static List<Fixture> all() {
         List<Fixture> out = new ArrayList<>(under(hfTinyRoot()));
+        out.addAll(under(Path.of("src/test/fixtures")));
         String extra = System.getenv("HYSPEC_FIXTURES_EXTRA");
         if (extra != null && !extra.isBlank()) {
             for (String p : extra.split(":")) {
