@@ -38,9 +38,6 @@ public interface Backend extends AutoCloseable {
     /** {@code dst[dstRow + i, :] = src[srcRow + i, :]} for {@code i < n}; equal column counts. */
     void copyRows(Tensor src, int srcRow, Tensor dst, int dstRow, int n);
 
-    /** Sets every element to zero. */
-    void fillZero(Tensor t);
-
     // ---- dense math ----
 
     /** {@code out[t, :] = table[ids[t], :]}. {@code table [V, D]}, {@code out [T, D]}. */

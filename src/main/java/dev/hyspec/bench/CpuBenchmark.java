@@ -5,6 +5,7 @@ import dev.hyspec.backend.cpu.CpuBackend;
 import dev.hyspec.checkpoint.Checkpoint;
 import dev.hyspec.model.HybridModel;
 import dev.hyspec.model.SequenceState;
+import dev.hyspec.sampling.Sampler;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -84,9 +85,9 @@ public final class CpuBenchmark {
             long t0 = System.nanoTime();
             float[] logits = backend.download(model.forward(seq, prompt, false));
             long t1 = System.nanoTime();
-            int next = argmax(logits);
+            int next = Sampler.argmax(logits);
             for (int i = 0; i < decodeLen; i++) {
-                next = argmax(backend.download(model.forward(seq, new int[] {next}, false)));
+                next = Sampler.argmax(backend.download(model.forward(seq, new int[] {next}, false)));
             }
             long t2 = System.nanoTime();
             if (r >= 0) {
@@ -99,15 +100,6 @@ public final class CpuBenchmark {
                 median(prefill), decodeTps, 1000.0 / decodeTps);
     }
 
-    private static int argmax(float[] v) {
-        int best = 0;
-        for (int i = 1; i < v.length; i++) {
-            if (v[i] > v[best]) {
-                best = i;
-            }
-        }
-        return best;
-    }
 
     private static double median(double[] v) {
         double[] s = v.clone();

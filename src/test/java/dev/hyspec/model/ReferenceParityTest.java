@@ -8,6 +8,7 @@ import dev.hyspec.backend.Tensor;
 import dev.hyspec.backend.cpu.CpuBackend;
 import dev.hyspec.checkpoint.Checkpoint;
 import dev.hyspec.checkpoint.TensorEntry;
+import dev.hyspec.sampling.Sampler;
 import dev.hyspec.testing.Fixtures;
 import dev.hyspec.testing.Fixtures.Fixture;
 import java.util.ArrayList;
@@ -64,7 +65,7 @@ class ReferenceParityTest {
         int[] out = new int[n];
         Tensor logits = model.forward(seq, prompt, false);
         for (int i = 0; i < n; i++) {
-            out[i] = argmax(model.backend().download(logits));
+            out[i] = Sampler.argmax(model.backend().download(logits));
             if (i + 1 < n) {
                 logits = model.forward(seq, new int[] {out[i]}, false);
             }
@@ -72,15 +73,6 @@ class ReferenceParityTest {
         return out;
     }
 
-    static int argmax(float[] v) {
-        int best = 0;
-        for (int i = 1; i < v.length; i++) {
-            if (v[i] > v[best]) {
-                best = i;
-            }
-        }
-        return best;
-    }
 
     static double maxAbsDiff(float[] a, float[] b) {
         if (a.length != b.length) {

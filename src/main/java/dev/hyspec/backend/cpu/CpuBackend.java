@@ -96,11 +96,6 @@ public final class CpuBackend implements Backend {
         System.arraycopy(f(src), srcRow * cols, f(dst), dstRow * cols, n * cols);
     }
 
-    @Override
-    public void fillZero(Tensor t) {
-        Arrays.fill(f(t), 0f);
-    }
-
     // ---- dense math ----
 
     @Override

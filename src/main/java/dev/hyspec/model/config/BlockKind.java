@@ -11,9 +11,5 @@ public enum BlockKind {
     /** Dense MLP (relu² or SwiGLU). */
     MLP,
     /** Sparse mixture of experts (with a shared expert). */
-    MOE;
-
-    public boolean recurrent() {
-        return this == MAMBA2 || this == GATED_DELTA_NET;
-    }
+    MOE
 }

@@ -97,8 +97,4 @@ public record ModelConfig(
                           int nGroup, int topkGroup, float routedScalingFactor) {}
 
     public enum Activation { SILU, RELU2 }
-
-    public boolean has(BlockKind kind) {
-        return blocks.stream().anyMatch(b -> b.kind() == kind);
-    }
 }

@@ -31,13 +31,13 @@ public final class ModelConfigParser {
         // Multimodal Qwen checkpoints nest the language model's keys under text_config.
         ConfigReader c = top.has("text_config") ? new ConfigReader(top.node("text_config"), FILE + " text_config") : top;
         return switch (arch) {
-            case MAMBA2 -> mamba2(c, top);
-            case NEMOTRON_H -> nemotronH(c, top);
+            case MAMBA2 -> mamba2(c);
+            case NEMOTRON_H -> nemotronH(c);
             case QWEN3_NEXT, QWEN3_5 -> qwen(arch, c, top);
         };
     }
 
-    private static ModelConfig mamba2(ConfigReader c, ConfigReader top) {
+    private static ModelConfig mamba2(ConfigReader c) {
         int hidden = c.integer("hidden_size");
         int heads = c.integer("num_heads");
         int headDim = c.integer("head_dim");
@@ -60,7 +60,7 @@ public final class ModelConfigParser {
                 Integer.MAX_VALUE, c.tokenIds("eos_token_id"), c.tokenId("bos_token_id").orElse(null));
     }
 
-    private static ModelConfig nemotronH(ConfigReader c, ConfigReader top) {
+    private static ModelConfig nemotronH(ConfigReader c) {
         int hidden = c.integer("hidden_size");
         List<BlockKind> pattern = nemotronPattern(c);
         List<Block> blocks = new ArrayList<>();
