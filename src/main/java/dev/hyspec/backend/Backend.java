@@ -92,44 +92,125 @@ public interface Backend extends AutoCloseable {
     void rope(Tensor x, int heads, int headDim, int rotaryDim, float theta, int[] positions);
 
     /**
-     * Causal GQA attention of {@code q [T, H·D]} over a cache whose rows {@code 0 … pastLen+T−1}
-     * are filled ({@code kCache, vCache [capacity, Hkv·D]}): query {@code t} sees keys
-     * {@code ≤ pastLen + t}; query head {@code h} reads kv head {@code h / (H/Hkv)};
+     * Writes keys and values of {@code T} consecutive positions {@code start … start+T−1} into a paged
+     * cache: position {@code p} lives in row {@code blockTable[p / pageSize]·pageSize + p % pageSize} of
+     * {@code kPages, vPages [numPages·pageSize, Hkv·D]}. {@code k, v [T, Hkv·D]}.
+     */
+    void writeKv(Tensor k, Tensor v, Tensor kPages, Tensor vPages, int[] blockTable, int pageSize, int start);
+
+    /**
+     * Causal GQA attention of {@code q [T, H·D]} (positions {@code pastLen … pastLen+T−1}) over a paged
+     * cache holding positions {@code 0 … pastLen+T−1} (layout as {@link #writeKv}): query {@code t} sees
+     * positions {@code ≤ pastLen + t}; query head {@code h} reads kv head {@code h / (H/Hkv)};
      * {@code out[t, h] = softmax(q·kᵀ / √D) · v}. {@code out [T, H·D]}.
      */
+    void pagedAttention(Tensor q, Tensor kPages, Tensor vPages, int[] blockTable, int pageSize, int numHeads,
+                        int numKvHeads, int headDim, int pastLen, Tensor out);
+
+    /** Contiguous-cache attention; being replaced by {@link #pagedAttention}. */
     void attention(Tensor q, Tensor kCache, Tensor vCache, int numHeads, int numKvHeads, int headDim, int pastLen,
                    Tensor out);
 
     // ---- recurrent layers ----
+    //
+    // A recurrent state is one matrix per head. StateLayout.KV stores it [key, value] (value
+    // contiguous), StateLayout.VK [value, key]. Mamba2: key = N, value = P, so KV is [H, N, P] and VK is
+    // [H, P, N]. Gated DeltaNet: key = Dk, value = Dv, so KV is [Hv, Dk, Dv] and VK is [Hv, Dv, Dk].
+    // Every state operation takes the layout its state tensor is in and must give the same numbers
+    // for both.
+    //
+    // Replay history (see DESIGN §4 I4), one row per token of a step:
+    //   Mamba2:        [x (H·P) | B (G·N) | dt (H) | c (H)], dt after softplus and clamp,
+    //                  c_t = Σ_{i≤t} A·dt_i with A = −exp(aLog) (the running sum within the step)
+    //   Gated DeltaNet: [k (Hk·Dk) | v (Hv·Dv) | g (Hv) | β (Hv)], k L2-normalised (unscaled),
+    //                  g = −exp(aLog)·softplus(a + dtBias), β = σ(b)
 
     /**
      * Causal depthwise conv with SiLU, continuing from a window of the previous {@code W−1} inputs:
      * with {@code u = [window | x]} (time along the window), {@code out[t, c] =
      * silu(bias[c] + Σ_j w[c, j] · u[c, t + j])}; afterwards {@code window} holds the last {@code W−1}
-     * inputs. {@code x, out [T, C]}, {@code window [C, W−1]}, {@code w [C, W]} (or {@code [C, 1, W]}),
-     * {@code bias [C]} or null. out must not alias x.
+     * inputs when {@code advance}, else it is left unchanged. {@code x, out [T, C]},
+     * {@code window [C, W−1]}, {@code w [C, W]} (or {@code [C, 1, W]}), {@code bias [C]} or null.
+     * out must not alias x.
      */
-    void causalConv1d(Tensor x, Tensor window, Tensor w, Tensor bias, Tensor out);
+    void causalConv1d(Tensor x, Tensor window, Tensor w, Tensor bias, Tensor out, boolean advance);
 
     /**
-     * Mamba2 selective-state recurrence over {@code T} tokens, from {@code state [H, P, N]}
-     * (updated in place). From {@code xBC [T, H·P + 2·G·N]} = {@code x | B | C}:
+     * Moves a conv window forward over the first {@code count} rows of {@code x [≥count, C]}:
+     * {@code window [C, W−1]} becomes the last {@code W−1} columns of {@code [window | x[0..count)ᵀ]}.
+     */
+    void shiftWindow(Tensor window, Tensor x, int count);
+
+    /**
+     * Mamba2 selective-state recurrence over {@code T} tokens, from {@code state} (updated in place).
+     * From {@code xBC [T, H·P + 2·G·N]} = {@code x | B | C}:
      * {@code dt = clamp(softplus(dtRaw + dtBias), dtMin, dtMax)}, {@code A = −exp(aLog)},
      * {@code h_t = exp(dt·A)·h_{t−1} + dt·x_t ⊗ B_t}, {@code y_t = h_t·C_t + D·x_t}.
      * {@code dtRaw [T, H]}, {@code dtBias, aLog, d [H]}, {@code y [T, H·P]}.
      */
-    void mamba2Scan(Tensor state, Tensor xBC, Tensor dtRaw, Tensor dtBias, Tensor aLog, Tensor d, Mamba2Dims dims,
-                    Tensor y);
+    void mamba2Scan(Tensor state, StateLayout layout, Tensor xBC, Tensor dtRaw, Tensor dtBias, Tensor aLog,
+                    Tensor d, Mamba2Dims dims, Tensor y);
 
     /**
-     * Gated delta rule over {@code T} tokens from {@code state [Hv, Dk, Dv]} (updated in place).
+     * As {@link #mamba2Scan}, but {@code state} is only read: the state after token {@code t} is
+     * written to {@code states[t]} (same shape and layout), for {@code t < T}.
+     */
+    void mamba2ScanStates(Tensor state, StateLayout layout, Tensor xBC, Tensor dtRaw, Tensor dtBias,
+                          Tensor aLog, Tensor d, Mamba2Dims dims, Tensor[] states, Tensor y);
+
+    /**
+     * Advances {@code state} over the first {@code count} rows of a Mamba2 replay history in one
+     * rank-{@code count} update: {@code S ← e^{c_{count−1}}·S + Σ_{j<count} e^{c_{count−1}−c_j}·dt_j·x_j⊗B_j}.
+     * {@code count = 0} leaves it unchanged.
+     */
+    void mamba2Replay(Tensor state, StateLayout layout, Tensor history, int count, Mamba2Dims dims);
+
+    /**
+     * The outputs of {@code T} tokens straight from {@code state} = S(L), which is only read:
+     * {@code y_t = e^{c_t}·(C_t·S) + Σ_{j≤t} (C_t·B_j)·e^{c_t−c_j}·dt_j·x_j + D·x_t} (equal to what
+     * {@link #mamba2Scan} would output), and writes the tokens' replay history rows {@code 0 … T−1}
+     * to {@code history [≥T, H·P + G·N + 2H]}.
+     */
+    void mamba2ReplayOutputs(Tensor state, StateLayout layout, Tensor xBC, Tensor dtRaw, Tensor dtBias,
+                             Tensor aLog, Tensor d, Mamba2Dims dims, Tensor history, Tensor y);
+
+    /**
+     * Gated delta rule over {@code T} tokens from {@code state} (updated in place).
      * From {@code qkv [T, 2·Hk·Dk + Hv·Dv]} = {@code q | k | v}: q and k are L2-normalised per head
      * ({@code x / sqrt(Σx² + 1e−6)}), q scaled by {@code Dk^−½}; {@code β = σ(b)},
      * {@code g = −exp(aLog)·softplus(a + dtBias)}; per token
      * {@code S ← S·e^g; δ = β(v − Sᵀk); S ← S + k δᵀ; o = Sᵀq}. {@code a, b [T, Hv]}, {@code out [T, Hv·Dv]}.
      */
-    void gatedDeltaScan(Tensor state, Tensor qkv, Tensor a, Tensor b, Tensor aLog, Tensor dtBias, GdnDims dims,
-                        Tensor out);
+    void gatedDeltaScan(Tensor state, StateLayout layout, Tensor qkv, Tensor a, Tensor b, Tensor aLog,
+                        Tensor dtBias, GdnDims dims, Tensor out);
+
+    /**
+     * As {@link #gatedDeltaScan}, but {@code state} is only read: the state after token {@code t} is
+     * written to {@code states[t]}, for {@code t < T}.
+     */
+    void gatedDeltaScanStates(Tensor state, StateLayout layout, Tensor qkv, Tensor a, Tensor b, Tensor aLog,
+                              Tensor dtBias, GdnDims dims, Tensor[] states, Tensor out);
+
+    /** Advances {@code state} over the first {@code count} rows of a Gated DeltaNet replay history, in order. */
+    void gatedDeltaReplay(Tensor state, StateLayout layout, Tensor history, int count, GdnDims dims);
+
+    /**
+     * The outputs of {@code T} tokens from {@code state} = S(L) without writing it (a kernel keeps the
+     * running state in registers; the CPU uses a private copy), equal to what {@link #gatedDeltaScan}
+     * would output, and the tokens' replay history rows {@code 0 … T−1} written to
+     * {@code history [≥T, Hk·Dk + Hv·Dv + 2·Hv]}.
+     */
+    void gatedDeltaReplayOutputs(Tensor state, StateLayout layout, Tensor qkv, Tensor a, Tensor b, Tensor aLog,
+                                 Tensor dtBias, GdnDims dims, Tensor history, Tensor out);
+
+    /** Converts a state {@code [heads, rows, cols]} in place to {@code [heads, cols, rows]} (KV ⇄ VK). */
+    void transposeState(Tensor state, int heads, int rows, int cols);
+
+    /** {@code dst = src} (equal element counts). */
+    void copy(Tensor src, Tensor dst);
+
+    /** Fills a tensor with zeros. */
+    void zero(Tensor t);
 
     // ---- mixture of experts ----
 

@@ -3,6 +3,7 @@ package dev.hyspec.backend.cpu;
 import dev.hyspec.backend.Backend;
 import dev.hyspec.backend.GdnDims;
 import dev.hyspec.backend.Mamba2Dims;
+import dev.hyspec.backend.StateLayout;
 import dev.hyspec.backend.Tensor;
 import dev.hyspec.checkpoint.TensorEntry;
 import java.nio.ByteBuffer;
@@ -313,7 +314,7 @@ public final class CpuBackend implements Backend {
     // ---- recurrent layers ----
 
     @Override
-    public void causalConv1d(Tensor x, Tensor window, Tensor w, Tensor bias, Tensor out) {
+    public void causalConv1d(Tensor x, Tensor window, Tensor w, Tensor bias, Tensor out, boolean advance) {
         float[] xs = f(x);
         float[] win = f(window);
         float[] ws = f(w);
@@ -336,12 +337,14 @@ public final class CpuBackend implements Backend {
                 }
                 os[t * channels + c] = FastMath.silu(acc);
             }
-            System.arraycopy(u, tokens, win, c * keep, keep);
+            if (advance) {
+                System.arraycopy(u, tokens, win, c * keep, keep);
+            }
         }
     }
 
     @Override
-    public void mamba2Scan(Tensor state, Tensor xBC, Tensor dtRaw, Tensor dtBias, Tensor aLog, Tensor d,
+    public void mamba2Scan(Tensor state, StateLayout layout, Tensor xBC, Tensor dtRaw, Tensor dtBias, Tensor aLog, Tensor d,
                            Mamba2Dims dims, Tensor y) {
         float[] s = f(state);
         float[] in = f(xBC);
@@ -380,7 +383,7 @@ public final class CpuBackend implements Backend {
     }
 
     @Override
-    public void gatedDeltaScan(Tensor state, Tensor qkv, Tensor a, Tensor b, Tensor aLog, Tensor dtBias,
+    public void gatedDeltaScan(Tensor state, StateLayout layout, Tensor qkv, Tensor a, Tensor b, Tensor aLog, Tensor dtBias,
                                GdnDims dims, Tensor out) {
         float[] s = f(state);
         float[] in = f(qkv);
@@ -459,6 +462,73 @@ public final class CpuBackend implements Backend {
         for (int i = 0; i < rows.length; i++) {
             FastMath.axpy(scale[i], s, i * cols, d, rows[i] * cols, cols);
         }
+    }
+
+    // ---- not yet implemented (stubs) ----
+
+    @Override
+    public void writeKv(Tensor k, Tensor v, Tensor kPages, Tensor vPages, int[] blockTable, int pageSize, int start) {
+        throw new UnsupportedOperationException("writeKv");
+    }
+
+    @Override
+    public void pagedAttention(Tensor q, Tensor kPages, Tensor vPages, int[] blockTable, int pageSize, int numHeads,
+                               int numKvHeads, int headDim, int pastLen, Tensor out) {
+        throw new UnsupportedOperationException("pagedAttention");
+    }
+
+    @Override
+    public void shiftWindow(Tensor window, Tensor x, int count) {
+        throw new UnsupportedOperationException("shiftWindow");
+    }
+
+    @Override
+    public void mamba2ScanStates(Tensor state, StateLayout layout, Tensor xBC, Tensor dtRaw, Tensor dtBias,
+                                 Tensor aLog, Tensor d, Mamba2Dims dims, Tensor[] states, Tensor y) {
+        throw new UnsupportedOperationException("mamba2ScanStates");
+    }
+
+    @Override
+    public void mamba2Replay(Tensor state, StateLayout layout, Tensor history, int count, Mamba2Dims dims) {
+        throw new UnsupportedOperationException("mamba2Replay");
+    }
+
+    @Override
+    public void mamba2ReplayOutputs(Tensor state, StateLayout layout, Tensor xBC, Tensor dtRaw, Tensor dtBias,
+                                    Tensor aLog, Tensor d, Mamba2Dims dims, Tensor history, Tensor y) {
+        throw new UnsupportedOperationException("mamba2ReplayOutputs");
+    }
+
+    @Override
+    public void gatedDeltaScanStates(Tensor state, StateLayout layout, Tensor qkv, Tensor a, Tensor b, Tensor aLog,
+                                     Tensor dtBias, GdnDims dims, Tensor[] states, Tensor out) {
+        throw new UnsupportedOperationException("gatedDeltaScanStates");
+    }
+
+    @Override
+    public void gatedDeltaReplay(Tensor state, StateLayout layout, Tensor history, int count, GdnDims dims) {
+        throw new UnsupportedOperationException("gatedDeltaReplay");
+    }
+
+    @Override
+    public void gatedDeltaReplayOutputs(Tensor state, StateLayout layout, Tensor qkv, Tensor a, Tensor b,
+                                        Tensor aLog, Tensor dtBias, GdnDims dims, Tensor history, Tensor out) {
+        throw new UnsupportedOperationException("gatedDeltaReplayOutputs");
+    }
+
+    @Override
+    public void transposeState(Tensor state, int heads, int rows, int cols) {
+        throw new UnsupportedOperationException("transposeState");
+    }
+
+    @Override
+    public void copy(Tensor src, Tensor dst) {
+        System.arraycopy(f(src), 0, f(dst), 0, Math.toIntExact(src.numel()));
+    }
+
+    @Override
+    public void zero(Tensor t) {
+        Arrays.fill(f(t), 0f);
     }
 
     @Override

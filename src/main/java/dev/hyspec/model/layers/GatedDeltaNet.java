@@ -117,10 +117,10 @@ public final class GatedDeltaNet implements Mixer {
         backend.matmul(x, aProj, null, a);
         // causal conv + SiLU over [q|k|v], continuing from U(L)
         Tensor qkvc = backend.zeros(tokens, spec.convDim());
-        backend.causalConv1d(qkv, st.conv(), convWeight, null, qkvc);
+        backend.causalConv1d(qkv, st.conv(), convWeight, null, qkvc, true);
         // gated delta rule S(L) → S(L+T), o [T, Hv·Dv]
         Tensor o = backend.zeros(tokens, spec.valueDim());
-        backend.gatedDeltaScan(st.ssm(), qkvc, a, b, aLog, dtBias, dims, o);
+        backend.gatedDeltaScan(st.ssm(), dev.hyspec.backend.StateLayout.KV, qkvc, a, b, aLog, dtBias, dims, o);
         // gated RMSNorm per value head: norm(o) · w · silu(z)
         backend.gatedRmsNorm(o, z, normWeight, spec.valueHeadDim(), eps, false, o);
         Tensor out = backend.zeros(tokens, outProj.rows());

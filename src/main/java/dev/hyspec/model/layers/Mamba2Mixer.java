@@ -76,10 +76,10 @@ public final class Mamba2Mixer implements Mixer {
         backend.matmul(x, dtProj, dtProjBias, dt);
         // causal conv + SiLU, continuing from U(L)
         Tensor xBCc = backend.zeros(tokens, spec.convDim());
-        backend.causalConv1d(xBC, st.conv(), convWeight, convBias, xBCc);
+        backend.causalConv1d(xBC, st.conv(), convWeight, convBias, xBCc, true);
         // selective state update S(L) → S(L+T), y [T, H·P]
         Tensor y = backend.zeros(tokens, spec.innerSize());
-        backend.mamba2Scan(st.ssm(), xBCc, dt, dtBias, aLog, d, dims, y);
+        backend.mamba2Scan(st.ssm(), dev.hyspec.backend.StateLayout.VK, xBCc, dt, dtBias, aLog, d, dims, y);
         // gated RMSNorm: norm(y ⊙ silu(z))
         backend.gatedRmsNorm(y, z, normWeight, spec.normGroupSize(), eps, true, y);
         Tensor out = backend.zeros(tokens, outProj.rows());
