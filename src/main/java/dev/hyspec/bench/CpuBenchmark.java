@@ -4,7 +4,7 @@ import dev.hyspec.backend.Backend;
 import dev.hyspec.backend.cpu.CpuBackend;
 import dev.hyspec.checkpoint.Checkpoint;
 import dev.hyspec.model.HybridModel;
-import dev.hyspec.model.SequenceState;
+import dev.hyspec.model.Sequence;
 import dev.hyspec.sampling.Sampler;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -81,15 +81,19 @@ public final class CpuBenchmark {
         double[] prefill = new double[repeats];
         double[] decode = new double[repeats];
         for (int r = -1; r < repeats; r++) {         // r = -1 warms up the JIT
-            SequenceState seq = model.newSequence();
-            long t0 = System.nanoTime();
-            float[] logits = backend.download(model.forward(seq, prompt, false));
-            long t1 = System.nanoTime();
-            int next = Sampler.argmax(logits);
-            for (int i = 0; i < decodeLen; i++) {
-                next = Sampler.argmax(backend.download(model.forward(seq, new int[] {next}, false)));
+            long t0;
+            long t1;
+            long t2;
+            try (Sequence seq = model.newSequence(promptLen + decodeLen)) {
+                t0 = System.nanoTime();
+                float[] logits = backend.download(seq.forward(prompt, false));
+                t1 = System.nanoTime();
+                int next = Sampler.argmax(logits);
+                for (int i = 0; i < decodeLen; i++) {
+                    next = Sampler.argmax(backend.download(seq.forward(new int[] {next}, false)));
+                }
+                t2 = System.nanoTime();
             }
-            long t2 = System.nanoTime();
             if (r >= 0) {
                 prefill[r] = promptLen / ((t1 - t0) / 1e9);
                 decode[r] = decodeLen / ((t2 - t1) / 1e9);

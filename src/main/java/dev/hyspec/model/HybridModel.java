@@ -5,15 +5,23 @@ import dev.hyspec.backend.Tensor;
 import dev.hyspec.checkpoint.Checkpoint;
 import dev.hyspec.model.config.ModelConfig;
 import dev.hyspec.model.config.ModelConfig.Block;
-import dev.hyspec.model.layers.LayerState;
+import dev.hyspec.backend.StateLayout;
+import dev.hyspec.model.config.BlockKind;
+import dev.hyspec.model.layers.Attention;
 import dev.hyspec.model.layers.Mixer;
-import java.util.ArrayList;
+import dev.hyspec.state.KvBlockPool;
+import dev.hyspec.state.LayoutPolicy;
+import dev.hyspec.state.MambaStatePool;
+import dev.hyspec.state.RecurrentOps;
+import dev.hyspec.state.RecurrentShape;
+import dev.hyspec.state.StateStore;
+import java.util.Arrays;
 import java.util.List;
 
 /**
  * A causal LM made of pre-norm residual blocks: {@code x ← x + mixer(rmsnorm(x))} for every block,
- * then a final RMSNorm and the LM head. The same forward serves prefill (whole prompt or a chunk)
- * and decode (one token): recurrent blocks continue from the sequence's state.
+ * then a final RMSNorm and the LM head. One forward serves a batch of rows from many sequences —
+ * prefill chunks, decodes and verifies with drafts — each continuing from its own state.
  */
 public final class HybridModel {
     private final ModelConfig config;
@@ -23,9 +31,15 @@ public final class HybridModel {
     private final Tensor finalNorm;    // [D]
     private final List<Tensor> norms;  // per block [D]
     private final List<Mixer> mixers;  // per block
+    private final RecurrentOps[] recurrentOps;
+    private final int[] kvWidths;
 
     HybridModel(ModelConfig config, Backend backend, Tensor embedding, Tensor lmHead, Tensor finalNorm,
                 List<Tensor> norms, List<Mixer> mixers) {
+        this.recurrentOps = mixers.stream().filter(m -> m instanceof RecurrentOps).map(m -> (RecurrentOps) m)
+                .toArray(RecurrentOps[]::new);
+        this.kvWidths = mixers.stream().filter(m -> m instanceof Attention).mapToInt(m -> ((Attention) m).kvWidth())
+                .toArray();
         this.config = config;
         this.backend = backend;
         this.embedding = embedding;
@@ -48,59 +62,93 @@ public final class HybridModel {
         return backend;
     }
 
-    /** A fresh sequence: zeroed recurrent states, empty KV caches, no tokens consumed. */
-    public SequenceState newSequence() {
-        List<LayerState> states = new ArrayList<>();
-        for (Mixer m : mixers) {
-            states.add(m.newState());
+    /** Every recurrent layer's shape, in pool-layer order. */
+    public List<RecurrentShape> recurrentShapes() {
+        return Arrays.stream(recurrentOps).map(RecurrentOps::shape).toList();
+    }
+
+    /** The recurrent layers' state operations, indexed by pool layer (for the rollback strategies). */
+    public RecurrentOps[] recurrentOps() {
+        return recurrentOps.clone();
+    }
+
+    /** {@code Hkv·D} of every attention layer, in KV-pool layer order. */
+    public int[] kvWidths() {
+        return kvWidths.clone();
+    }
+
+    /** The layout this model's recurrent kernels read natively: Gated DeltaNet {@code KV}, Mamba2 {@code VK}. */
+    public StateLayout naturalLayout() {
+        for (RecurrentOps ops : recurrentOps) {
+            return ops.shape().kind() == BlockKind.GATED_DELTA_NET ? StateLayout.KV : StateLayout.VK;
         }
-        return new SequenceState(states);
+        return StateLayout.VK;
+    }
+
+    /** A state pool of {@code slots} slots and a KV pool of {@code pages} pages for this model. */
+    public StateStore newStateStore(int slots, int pageSize, int pages, LayoutPolicy layouts) {
+        return new StateStore(new MambaStatePool(backend, recurrentShapes(), slots, layouts.generate()),
+                new KvBlockPool(backend, kvWidths, pageSize, pages), layouts);
+    }
+
+    /** A single sequence with its own small state store (tests, benchmarks, offline use). */
+    public Sequence newSequence(int maxTokens) {
+        return new Sequence(this, maxTokens);
     }
 
     /**
-     * Consumes {@code tokens} at positions {@code L … L+T−1} ({@code L = seq.numComputedTokens()}),
-     * advancing the sequence's state, and returns the logits {@code [T, V]} of every position, or
-     * {@code [1, V]} of the last one only when {@code allLogits} is false.
+     * Runs one forward pass over a batch of rows and returns the logits {@code [R, V]} of the
+     * positions the rows ask for, row after row ({@link BatchRow#logits}). Recurrent layers advance
+     * prefill rows in place and run generate rows through their rollback strategy; the caller commits.
      */
-    public Tensor forward(SequenceState seq, int[] tokens, boolean allLogits) {
-        int past = seq.numComputedTokens();
-        int count = tokens.length;
-        if (count == 0) {
-            throw new IllegalArgumentException("forward needs at least one token");
+    public Tensor forward(ForwardBatch batch, StateStore store) {
+        if (store.pool().numLayers() > 0) {
+            for (BatchRow row : batch.rows()) {
+                store.pool().ensureLayout(row.slot(),
+                        row.mode() == RowMode.PREFILL ? store.layouts().prefill() : store.layouts().generate());
+            }
         }
-        int[] positions = new int[count];
-        for (int t = 0; t < count; t++) {
-            positions[t] = past + t;
-        }
+        int count = batch.totalTokens();
         int hidden = config.hiddenSize();
-        // embedding: x [T, D]
+        // embedding: x [N, D]
         Tensor x = backend.zeros(count, hidden);
-        backend.embedding(tokens, embedding, x);
+        backend.embedding(batch.tokens(), embedding, x);
         Tensor normed = backend.zeros(count, hidden);
         for (Block b : config.blocks()) {
             // pre-norm, mixer, residual
             backend.rmsNorm(x, norms.get(b.index()), hidden, config.normEps(), config.normPlusOne(), normed);
-            Tensor y = mixers.get(b.index()).forward(normed, seq.layer(b.index()), past, positions);
+            Tensor y = mixers.get(b.index()).forward(normed, batch, store);
             backend.add(x, y, x);
             backend.free(y);
         }
-        seq.advance(count);
-        // final norm and LM head
-        Tensor last = x;
-        if (!allLogits && count > 1) {
-            last = backend.zeros(1, hidden);
-            backend.copyRows(x, count - 1, last, 0, 1);
-        }
-        Tensor lastNormed = backend.zeros(last.rows(), hidden);
-        backend.rmsNorm(last, finalNorm, hidden, config.normEps(), config.normPlusOne(), lastNormed);
-        Tensor logits = backend.zeros(last.rows(), config.vocabSize());
-        backend.matmul(lastNormed, lmHead, null, logits);
-        backend.free(x);
         backend.free(normed);
-        backend.free(lastNormed);
-        if (last != x) {
-            backend.free(last);
+        // final norm and LM head over the rows that need logits
+        int logitRows = 0;
+        for (BatchRow row : batch.rows()) {
+            logitRows += row.logitRows();
         }
+        Tensor logits = backend.zeros(logitRows, config.vocabSize());
+        if (logitRows > 0) {
+            Tensor last = x;
+            if (logitRows != count) {
+                last = backend.zeros(logitRows, hidden);
+                int at = 0;
+                for (int r = 0; r < batch.size(); r++) {
+                    BatchRow row = batch.row(r);
+                    int n = row.logitRows();
+                    backend.copyRows(x, batch.offset(r) + row.length() - n, last, at, n);
+                    at += n;
+                }
+            }
+            Tensor lastNormed = backend.zeros(logitRows, hidden);
+            backend.rmsNorm(last, finalNorm, hidden, config.normEps(), config.normPlusOne(), lastNormed);
+            backend.matmul(lastNormed, lmHead, null, logits);
+            backend.free(lastNormed);
+            if (last != x) {
+                backend.free(last);
+            }
+        }
+        backend.free(x);
         return logits;
     }
 }

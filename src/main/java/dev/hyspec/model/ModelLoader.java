@@ -29,12 +29,16 @@ final class ModelLoader {
         Tensor finalNorm = w.vector(c.finalNormName(), d);
         List<Tensor> norms = new ArrayList<>();
         List<Mixer> mixers = new ArrayList<>();
+        int recurrent = 0;
+        int attention = 0;
         for (Block b : c.blocks()) {
             norms.add(w.vector(b.normName(), d));
             mixers.add(switch (b.kind()) {
-                case MAMBA2 -> new Mamba2Mixer(w, b.prefix(), c.mamba2(), d, c.normEps());
-                case GATED_DELTA_NET -> new GatedDeltaNet(w, b.prefix(), c.gdn(), c.architecture(), d, c.normEps());
-                case ATTENTION -> new Attention(w, b.prefix(), c.attention(), d, c.normEps(), c.normPlusOne());
+                case MAMBA2 -> new Mamba2Mixer(w, b.prefix(), c.mamba2(), d, c.normEps(), recurrent++);
+                case GATED_DELTA_NET -> new GatedDeltaNet(w, b.prefix(), c.gdn(), c.architecture(), d, c.normEps(),
+                        recurrent++);
+                case ATTENTION -> new Attention(w, b.prefix(), c.attention(), d, c.normEps(), c.normPlusOne(),
+                        attention++);
                 case MLP -> new Mlp(w, b.prefix(), d, c.mlp().intermediateSize(), c.mlp().activation(),
                         c.mlp().bias());
                 case MOE -> new SparseMoe(w, b.prefix(), c.moe(), d);

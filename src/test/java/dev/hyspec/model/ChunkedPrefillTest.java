@@ -7,9 +7,8 @@ import dev.hyspec.backend.Backend;
 import dev.hyspec.backend.Tensor;
 import dev.hyspec.backend.cpu.CpuBackend;
 import dev.hyspec.checkpoint.Checkpoint;
-import dev.hyspec.model.layers.KvCache;
-import dev.hyspec.model.layers.LayerState;
-import dev.hyspec.model.layers.RecurrentState;
+import dev.hyspec.state.KvBlockPool;
+import dev.hyspec.state.MambaStatePool;
 import dev.hyspec.testing.Fixtures;
 import dev.hyspec.testing.Fixtures.Fixture;
 import java.util.Arrays;
@@ -36,39 +35,52 @@ class ChunkedPrefillTest {
         int[] prompt = f.prompts().stream().max((a, b) -> a.length - b.length).orElseThrow();
         int vocab = model.config().vocabSize();
 
-        SequenceState whole = model.newSequence();
-        float[] wholeLogits = backend.download(model.forward(whole, prompt, true));
+        Sequence whole = model.newSequence(prompt.length);
+        float[] wholeLogits = backend.download(whole.forward(prompt, true));
 
-        SequenceState chunked = model.newSequence();
+        Sequence chunked = model.newSequence(prompt.length);
         float[] chunkedLogits = new float[prompt.length * vocab];
         int[] cuts = {0, 1, 4, 11, prompt.length};   // chunks of 1, 3, 7 and the rest
         for (int c = 0; c + 1 < cuts.length; c++) {
             int[] chunk = Arrays.copyOfRange(prompt, cuts[c], cuts[c + 1]);
-            float[] l = backend.download(model.forward(chunked, chunk, true));
+            float[] l = backend.download(chunked.forward(chunk, true));
             System.arraycopy(l, 0, chunkedLogits, cuts[c] * vocab, l.length);
         }
 
-        assertEquals(whole.numComputedTokens(), chunked.numComputedTokens());
+        assertEquals(whole.length(), chunked.length());
         assertClose(wholeLogits, chunkedLogits, f.name() + " logits");
-        for (int b = 0; b < whole.layers().size(); b++) {
-            LayerState a = whole.layer(b);
-            LayerState c = chunked.layer(b);
-            if (a instanceof RecurrentState ra) {
-                RecurrentState rc = (RecurrentState) c;
-                assertClose(backend.download(ra.conv()), backend.download(rc.conv()), f.name() + " block " + b + " conv");
-                assertClose(backend.download(ra.ssm()), backend.download(rc.ssm()), f.name() + " block " + b + " ssm");
-            } else if (a instanceof KvCache ka) {
-                KvCache kc = (KvCache) c;
-                assertClose(rows(backend, ka.keys(), prompt.length), rows(backend, kc.keys(), prompt.length),
-                        f.name() + " block " + b + " keys");
-                assertClose(rows(backend, ka.values(), prompt.length), rows(backend, kc.values(), prompt.length),
-                        f.name() + " block " + b + " values");
-            }
+        MambaStatePool wp = whole.store().pool();
+        MambaStatePool cp = chunked.store().pool();
+        for (int l = 0; l < wp.numLayers(); l++) {
+            assertClose(backend.download(wp.conv(l, whole.slot())), backend.download(cp.conv(l, chunked.slot())),
+                    f.name() + " recurrent layer " + l + " conv");
+            assertClose(backend.download(wp.ssm(l, whole.slot())), backend.download(cp.ssm(l, chunked.slot())),
+                    f.name() + " recurrent layer " + l + " ssm");
         }
+        KvBlockPool wk = whole.store().kv();
+        KvBlockPool ck = chunked.store().kv();
+        for (int l = 0; l < model.kvWidths().length; l++) {
+            assertClose(positions(backend, wk, wk.keys(l), whole.blockTable(), prompt.length),
+                    positions(backend, ck, ck.keys(l), chunked.blockTable(), prompt.length),
+                    f.name() + " attention layer " + l + " keys");
+            assertClose(positions(backend, wk, wk.values(l), whole.blockTable(), prompt.length),
+                    positions(backend, ck, ck.values(l), chunked.blockTable(), prompt.length),
+                    f.name() + " attention layer " + l + " values");
+        }
+        whole.close();
+        chunked.close();
     }
 
-    private static float[] rows(Backend backend, Tensor t, int n) {
-        return Arrays.copyOf(backend.download(t), n * t.cols());
+    /** Rows of positions {@code 0 … n−1} gathered through a block table. */
+    private static float[] positions(Backend backend, KvBlockPool kv, Tensor pages, int[] table, int n) {
+        float[] all = backend.download(pages);
+        int w = pages.cols();
+        float[] out = new float[n * w];
+        for (int p = 0; p < n; p++) {
+            int row = table[p / kv.pageSize()] * kv.pageSize() + p % kv.pageSize();
+            System.arraycopy(all, row * w, out, p * w, w);
+        }
+        return out;
     }
 
     private static void assertClose(float[] want, float[] got, String what) {

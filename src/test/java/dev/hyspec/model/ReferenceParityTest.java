@@ -43,7 +43,7 @@ class ReferenceParityTest {
         Backend backend = new CpuBackend();
         HybridModel model = HybridModel.load(Checkpoint.open(f.dir()), backend);
         int[] prompt = f.prompts().get(p);
-        float[] got = backend.download(model.forward(model.newSequence(), prompt, true));
+        float[] got = backend.download(model.newSequence(prompt.length).forward(prompt, true));
         TensorEntry ref = f.logits(p);
         float[] want = ref.toFloatArray();
         assertArrayEquals(new int[] {prompt.length, model.config().vocabSize()}, ref.shape());
@@ -61,13 +61,14 @@ class ReferenceParityTest {
 
     /** Prefill the prompt, then decode one token at a time through the state. */
     static int[] greedy(HybridModel model, int[] prompt, int n) {
-        SequenceState seq = model.newSequence();
         int[] out = new int[n];
-        Tensor logits = model.forward(seq, prompt, false);
-        for (int i = 0; i < n; i++) {
-            out[i] = Sampler.argmax(model.backend().download(logits));
-            if (i + 1 < n) {
-                logits = model.forward(seq, new int[] {out[i]}, false);
+        try (Sequence seq = model.newSequence(prompt.length + n)) {
+            Tensor logits = seq.forward(prompt, false);
+            for (int i = 0; i < n; i++) {
+                out[i] = Sampler.argmax(model.backend().download(logits));
+                if (i + 1 < n) {
+                    logits = seq.forward(new int[] {out[i]}, false);
+                }
             }
         }
         return out;

@@ -2,20 +2,23 @@ package dev.hyspec.model.layers;
 
 import dev.hyspec.backend.Backend;
 import dev.hyspec.backend.Tensor;
+import dev.hyspec.model.BatchRow;
+import dev.hyspec.model.ForwardBatch;
 import dev.hyspec.model.Weights;
 import dev.hyspec.model.config.ModelConfig.AttentionSpec;
+import dev.hyspec.state.KvBlockPool;
+import dev.hyspec.state.StateStore;
 import java.util.stream.IntStream;
 
 /**
- * Causal GQA self-attention with a KV cache. Nemotron-H: plain q/k/v/o, no positional encoding.
+ * Causal GQA self-attention over the paged KV cache ({@link KvBlockPool}). Nemotron-H: plain q/k/v/o, no positional encoding.
  * Qwen3-Next / Qwen3.5: per-head RMSNorm ({@code 1 + w}) on q and k, (partial) RoPE, and an output
  * gate packed with the query projection per head as {@code [q_h (D) | gate_h (D)]}
  * (HF {@code Qwen3NextAttention}), applied as {@code o · σ(gate)} before {@code o_proj}.
  */
 public final class Attention implements Mixer {
-    private static final int INITIAL_CAPACITY = 64;
-
     private final Backend backend;
+    private final int kvLayer;
     private final AttentionSpec spec;
     private final float eps;
     private final boolean normPlusOne;
@@ -28,8 +31,10 @@ public final class Attention implements Mixer {
     private final Tensor qNorm;     // [D] or null
     private final Tensor kNorm;     // [D] or null
 
-    public Attention(Weights w, String prefix, AttentionSpec spec, int hidden, float eps, boolean normPlusOne) {
+    public Attention(Weights w, String prefix, AttentionSpec spec, int hidden, float eps, boolean normPlusOne,
+                     int kvLayer) {
         this.backend = w.backend();
+        this.kvLayer = kvLayer;
         this.spec = spec;
         this.eps = eps;
         this.normPlusOne = normPlusOne;
@@ -76,40 +81,56 @@ public final class Attention implements Mixer {
         return w.backend().upload(part, idx.length);
     }
 
-    @Override
-    public KvCache newState() {
-        return new KvCache(backend, spec.numKvHeads() * spec.headDim(), INITIAL_CAPACITY);
+    /** Keys/values per token: {@code Hkv·D}. */
+    public int kvWidth() {
+        return spec.numKvHeads() * spec.headDim();
     }
 
     @Override
-    public Tensor forward(Tensor x, LayerState state, int pastLen, int[] positions) {
-        KvCache cache = (KvCache) state;
+    public Tensor forward(Tensor x, ForwardBatch batch, StateStore store) {
+        KvBlockPool kv = store.kv();
         int tokens = x.rows();
         int dh = spec.headDim();
-        // q [T, H·D], k, v [T, Hkv·D]
-        Tensor q = backend.zeros(tokens, spec.numHeads() * dh);
-        Tensor k = backend.zeros(tokens, spec.numKvHeads() * dh);
-        Tensor v = backend.zeros(tokens, spec.numKvHeads() * dh);
+        int qWidth = spec.numHeads() * dh;
+        // q [N, H·D], k, v [N, Hkv·D]
+        Tensor q = backend.zeros(tokens, qWidth);
+        Tensor k = backend.zeros(tokens, kvWidth());
+        Tensor v = backend.zeros(tokens, kvWidth());
         backend.matmul(x, qProj, qBias, q);
         backend.matmul(x, kProj, kBias, k);
         backend.matmul(x, vProj, vBias, v);
-        // per-head q/k norm, then RoPE
+        // per-head q/k norm, then RoPE at every token row's own position
         if (spec.qkNorm()) {
             backend.rmsNorm(q, qNorm, dh, eps, normPlusOne, q);
             backend.rmsNorm(k, kNorm, dh, eps, normPlusOne, k);
         }
         if (spec.rotaryDim() > 0) {
-            backend.rope(q, spec.numHeads(), dh, spec.rotaryDim(), spec.ropeTheta(), positions);
-            backend.rope(k, spec.numKvHeads(), dh, spec.rotaryDim(), spec.ropeTheta(), positions);
+            backend.rope(q, spec.numHeads(), dh, spec.rotaryDim(), spec.ropeTheta(), batch.positions());
+            backend.rope(k, spec.numKvHeads(), dh, spec.rotaryDim(), spec.ropeTheta(), batch.positions());
         }
-        // append to the KV cache at rows L … L+T−1, attend causally
-        cache.ensureCapacity(pastLen + tokens);
-        backend.copyRows(k, 0, cache.keys(), pastLen, tokens);
-        backend.copyRows(v, 0, cache.values(), pastLen, tokens);
-        Tensor o = backend.zeros(tokens, spec.numHeads() * dh);
-        backend.attention(q, cache.keys(), cache.values(), spec.numHeads(), spec.numKvHeads(), dh, pastLen, o);
+        // per row: write its keys/values into its pages at L … L+T−1, attend causally over 0 … L+T−1
+        Tensor o = backend.zeros(tokens, qWidth);
+        boolean whole = batch.size() == 1;
+        for (int r = 0; r < batch.size(); r++) {
+            BatchRow row = batch.row(r);
+            int off = batch.offset(r);
+            int n = row.length();
+            Tensor kr = whole ? k : rows(k, off, n);
+            Tensor vr = whole ? v : rows(v, off, n);
+            Tensor qr = whole ? q : rows(q, off, n);
+            Tensor or = whole ? o : backend.zeros(n, qWidth);
+            backend.writeKv(kr, vr, kv.keys(kvLayer), kv.values(kvLayer), row.blockTable(), kv.pageSize(), row.start());
+            backend.pagedAttention(qr, kv.keys(kvLayer), kv.values(kvLayer), row.blockTable(), kv.pageSize(),
+                    spec.numHeads(), spec.numKvHeads(), dh, row.start(), or);
+            if (!whole) {
+                backend.copyRows(or, 0, o, off, n);
+                for (Tensor t : new Tensor[] {kr, vr, qr, or}) {
+                    backend.free(t);
+                }
+            }
+        }
         if (gateProj != null) {
-            Tensor gate = backend.zeros(tokens, spec.numHeads() * dh);
+            Tensor gate = backend.zeros(tokens, qWidth);
             backend.matmul(x, gateProj, gateBias, gate);
             backend.sigmoidGate(o, gate, o);
             backend.free(gate);
@@ -120,5 +141,11 @@ public final class Attention implements Mixer {
             backend.free(t);
         }
         return out;
+    }
+
+    private Tensor rows(Tensor t, int off, int n) {
+        Tensor s = backend.zeros(n, t.cols());
+        backend.copyRows(t, off, s, 0, n);
+        return s;
     }
 }

@@ -2,10 +2,14 @@ package dev.hyspec.model.layers;
 
 import dev.hyspec.backend.Backend;
 import dev.hyspec.backend.GdnDims;
+import dev.hyspec.backend.StateLayout;
 import dev.hyspec.backend.Tensor;
 import dev.hyspec.model.Weights;
 import dev.hyspec.model.config.Architecture;
+import dev.hyspec.model.config.BlockKind;
 import dev.hyspec.model.config.ModelConfig.GdnSpec;
+import dev.hyspec.state.RecurrentRow;
+import dev.hyspec.state.RecurrentShape;
 
 /**
  * Gated DeltaNet (Yang et al. 2025, "Gated Delta Networks"; HF {@code modeling_qwen3_next.py},
@@ -14,10 +18,11 @@ import dev.hyspec.model.config.ModelConfig.GdnSpec;
  *
  * <p>Qwen3-Next packs {@code in_proj_qkvz} and {@code in_proj_ba} per key-head group
  * ({@code [q_g | k_g | v_g | z_g]}); the loader gathers those rows into Qwen3.5's flat
- * {@code q | k | v} order so one code path serves both.
+ * {@code q | k | v} order so one code path serves both. Native state layout: {@code KV}
+ * ({@code [Hv, Dk, Dv]}, as HF and fla).
  */
-public final class GatedDeltaNet implements Mixer {
-    private final Backend backend;
+public final class GatedDeltaNet extends RecurrentMixer {
+    private final RecurrentShape shape;
     private final GdnSpec spec;
     private final GdnDims dims;
     private final float eps;
@@ -31,13 +36,16 @@ public final class GatedDeltaNet implements Mixer {
     private final Tensor normWeight;  // [Dv]
     private final Tensor outProj;     // [D, Hv·Dv]
 
-    public GatedDeltaNet(Weights w, String prefix, GdnSpec spec, Architecture arch, int hidden, float eps) {
-        this.backend = w.backend();
+    public GatedDeltaNet(Weights w, String prefix, GdnSpec spec, Architecture arch, int hidden, float eps,
+                         int poolLayer) {
+        super(w.backend(), poolLayer);
         this.spec = spec;
         this.eps = eps;
         this.dims = new GdnDims(spec.numKeyHeads(), spec.numValueHeads(), spec.keyHeadDim(), spec.valueHeadDim());
         int conv = spec.convDim();
         int hv = spec.numValueHeads();
+        this.shape = new RecurrentShape(BlockKind.GATED_DELTA_NET, conv, spec.convKernel() - 1, hv,
+                spec.keyHeadDim(), spec.valueHeadDim(), spec.numKeyHeads() * spec.keyHeadDim() + spec.valueDim() + 2 * hv);
         if (arch == Architecture.QWEN3_NEXT) {
             int[][] order = qwen3NextOrder(spec);
             int qkvzRows = conv + spec.valueDim();
@@ -96,17 +104,14 @@ public final class GatedDeltaNet implements Mixer {
     }
 
     @Override
-    public RecurrentState newState() {
-        return new RecurrentState(backend.zeros(spec.convDim(), spec.convKernel() - 1),
-                backend.zeros(spec.numValueHeads(), spec.keyHeadDim(), spec.valueHeadDim()));
+    public RecurrentShape shape() {
+        return shape;
     }
 
     @Override
-    public Tensor forward(Tensor x, LayerState state, int pastLen, int[] positions) {
-        RecurrentState st = (RecurrentState) state;
+    protected Projections project(Tensor x) {
         int tokens = x.rows();
         int hv = spec.numValueHeads();
-        // projections: qkv [T, convDim], z [T, Hv·Dv], b, a [T, Hv]
         Tensor qkv = backend.zeros(tokens, spec.convDim());
         Tensor z = backend.zeros(tokens, spec.valueDim());
         Tensor b = backend.zeros(tokens, hv);
@@ -115,19 +120,47 @@ public final class GatedDeltaNet implements Mixer {
         backend.matmul(x, zProj, null, z);
         backend.matmul(x, bProj, null, b);
         backend.matmul(x, aProj, null, a);
-        // causal conv + SiLU over [q|k|v], continuing from U(L)
-        Tensor qkvc = backend.zeros(tokens, spec.convDim());
-        backend.causalConv1d(qkv, st.conv(), convWeight, null, qkvc, true);
-        // gated delta rule S(L) → S(L+T), o [T, Hv·Dv]
-        Tensor o = backend.zeros(tokens, spec.valueDim());
-        backend.gatedDeltaScan(st.ssm(), dev.hyspec.backend.StateLayout.KV, qkvc, a, b, aLog, dtBias, dims, o);
-        // gated RMSNorm per value head: norm(o) · w · silu(z)
-        backend.gatedRmsNorm(o, z, normWeight, spec.valueHeadDim(), eps, false, o);
-        Tensor out = backend.zeros(tokens, outProj.rows());
+        return new Projections(qkv, a, b, z);
+    }
+
+    @Override
+    protected int outputWidth() {
+        return spec.valueDim();
+    }
+
+    @Override
+    protected Tensor finish(Tensor o, Projections p) {
+        // gated RMSNorm per value head: norm(o) · w · silu(z), then out_proj
+        backend.gatedRmsNorm(o, p.gate(), normWeight, spec.valueHeadDim(), eps, false, o);
+        Tensor out = backend.zeros(o.rows(), outProj.rows());
         backend.matmul(o, outProj, null, out);
-        for (Tensor t : new Tensor[] {qkv, z, b, a, qkvc, o}) {
-            backend.free(t);
-        }
         return out;
+    }
+
+    @Override
+    public void convolve(Tensor raw, Tensor window, boolean advance, Tensor out) {
+        backend.causalConv1d(raw, window, convWeight, null, out, advance);
+    }
+
+    @Override
+    public void scan(Tensor state, StateLayout layout, Tensor conv, RecurrentRow row, Tensor y) {
+        backend.gatedDeltaScan(state, layout, conv, row.side1(), row.side2(), aLog, dtBias, dims, y);
+    }
+
+    @Override
+    public void scanStates(Tensor state, StateLayout layout, Tensor conv, RecurrentRow row, Tensor[] states,
+                           Tensor y) {
+        backend.gatedDeltaScanStates(state, layout, conv, row.side1(), row.side2(), aLog, dtBias, dims, states, y);
+    }
+
+    @Override
+    public void replay(Tensor state, StateLayout layout, Tensor history, int count) {
+        backend.gatedDeltaReplay(state, layout, history, count, dims);
+    }
+
+    @Override
+    public void replayOutputs(Tensor state, StateLayout layout, Tensor conv, RecurrentRow row, Tensor history,
+                              Tensor y) {
+        backend.gatedDeltaReplayOutputs(state, layout, conv, row.side1(), row.side2(), aLog, dtBias, dims, history, y);
     }
 }

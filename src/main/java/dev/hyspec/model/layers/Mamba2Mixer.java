@@ -2,18 +2,23 @@ package dev.hyspec.model.layers;
 
 import dev.hyspec.backend.Backend;
 import dev.hyspec.backend.Mamba2Dims;
+import dev.hyspec.backend.StateLayout;
 import dev.hyspec.backend.Tensor;
 import dev.hyspec.model.Weights;
+import dev.hyspec.model.config.BlockKind;
 import dev.hyspec.model.config.ModelConfig.Mamba2Spec;
+import dev.hyspec.state.RecurrentRow;
+import dev.hyspec.state.RecurrentShape;
 
 /**
  * Mamba2 mixer (Dao &amp; Gu 2024, "Transformers are SSMs", §7; HF {@code modeling_mamba2.py} /
  * {@code modeling_nemotron_h.py}): {@code in_proj → [z | xBC | dt]}, causal conv + SiLU over xBC,
  * the selective-state recurrence, gated RMSNorm {@code norm(y ⊙ silu(z))}, {@code out_proj}.
  * The recurrence runs token by token for prefill and decode alike, so both share one exact path.
+ * Native state layout: {@code VK} ({@code [H, P, N]}, as mamba_ssm).
  */
-public final class Mamba2Mixer implements Mixer {
-    private final Backend backend;
+public final class Mamba2Mixer extends RecurrentMixer {
+    private final RecurrentShape shape;
     private final Mamba2Spec spec;
     private final Mamba2Dims dims;
     private final float eps;
@@ -29,8 +34,8 @@ public final class Mamba2Mixer implements Mixer {
     private final Tensor normWeight;  // [H·P]
     private final Tensor outProj;     // [D, H·P]
 
-    public Mamba2Mixer(Weights w, String prefix, Mamba2Spec spec, int hidden, float eps) {
-        this.backend = w.backend();
+    public Mamba2Mixer(Weights w, String prefix, Mamba2Spec spec, int hidden, float eps, int poolLayer) {
+        super(w.backend(), poolLayer);
         this.spec = spec;
         this.eps = eps;
         this.dims = new Mamba2Dims(spec.numHeads(), spec.headDim(), spec.stateSize(), spec.nGroups(), spec.dtMin(),
@@ -38,6 +43,8 @@ public final class Mamba2Mixer implements Mixer {
         int inner = spec.innerSize();
         int conv = spec.convDim();
         int heads = spec.numHeads();
+        this.shape = new RecurrentShape(BlockKind.MAMBA2, conv, spec.convKernel() - 1, heads, spec.stateSize(),
+                spec.headDim(), inner + spec.nGroups() * spec.stateSize() + 2 * heads);
         int projRows = inner + conv + heads;
         String in = prefix + "in_proj.weight";
         zProj = w.matrixRows(in, projRows, hidden, 0, inner);
@@ -58,35 +65,60 @@ public final class Mamba2Mixer implements Mixer {
     }
 
     @Override
-    public RecurrentState newState() {
-        return new RecurrentState(backend.zeros(spec.convDim(), spec.convKernel() - 1),
-                backend.zeros(spec.numHeads(), spec.headDim(), spec.stateSize()));
+    public RecurrentShape shape() {
+        return shape;
     }
 
     @Override
-    public Tensor forward(Tensor x, LayerState state, int pastLen, int[] positions) {
-        RecurrentState st = (RecurrentState) state;
+    protected Projections project(Tensor x) {
         int tokens = x.rows();
-        // in_proj: z [T, H·P], xBC [T, convDim], dt [T, H]
         Tensor z = backend.zeros(tokens, spec.innerSize());
         Tensor xBC = backend.zeros(tokens, spec.convDim());
         Tensor dt = backend.zeros(tokens, spec.numHeads());
         backend.matmul(x, zProj, zBias, z);
         backend.matmul(x, xBCProj, xBCBias, xBC);
         backend.matmul(x, dtProj, dtProjBias, dt);
-        // causal conv + SiLU, continuing from U(L)
-        Tensor xBCc = backend.zeros(tokens, spec.convDim());
-        backend.causalConv1d(xBC, st.conv(), convWeight, convBias, xBCc, true);
-        // selective state update S(L) → S(L+T), y [T, H·P]
-        Tensor y = backend.zeros(tokens, spec.innerSize());
-        backend.mamba2Scan(st.ssm(), dev.hyspec.backend.StateLayout.VK, xBCc, dt, dtBias, aLog, d, dims, y);
-        // gated RMSNorm: norm(y ⊙ silu(z))
-        backend.gatedRmsNorm(y, z, normWeight, spec.normGroupSize(), eps, true, y);
-        Tensor out = backend.zeros(tokens, outProj.rows());
+        return new Projections(xBC, dt, null, z);
+    }
+
+    @Override
+    protected int outputWidth() {
+        return spec.innerSize();
+    }
+
+    @Override
+    protected Tensor finish(Tensor y, Projections p) {
+        // gated RMSNorm: norm(y ⊙ silu(z)), then out_proj
+        backend.gatedRmsNorm(y, p.gate(), normWeight, spec.normGroupSize(), eps, true, y);
+        Tensor out = backend.zeros(y.rows(), outProj.rows());
         backend.matmul(y, outProj, null, out);
-        for (Tensor t : new Tensor[] {z, xBC, dt, xBCc, y}) {
-            backend.free(t);
-        }
         return out;
+    }
+
+    @Override
+    public void convolve(Tensor raw, Tensor window, boolean advance, Tensor out) {
+        backend.causalConv1d(raw, window, convWeight, convBias, out, advance);
+    }
+
+    @Override
+    public void scan(Tensor state, StateLayout layout, Tensor conv, RecurrentRow row, Tensor y) {
+        backend.mamba2Scan(state, layout, conv, row.side1(), dtBias, aLog, d, dims, y);
+    }
+
+    @Override
+    public void scanStates(Tensor state, StateLayout layout, Tensor conv, RecurrentRow row, Tensor[] states,
+                           Tensor y) {
+        backend.mamba2ScanStates(state, layout, conv, row.side1(), dtBias, aLog, d, dims, states, y);
+    }
+
+    @Override
+    public void replay(Tensor state, StateLayout layout, Tensor history, int count) {
+        backend.mamba2Replay(state, layout, history, count, dims);
+    }
+
+    @Override
+    public void replayOutputs(Tensor state, StateLayout layout, Tensor conv, RecurrentRow row, Tensor history,
+                              Tensor y) {
+        backend.mamba2ReplayOutputs(state, layout, conv, row.side1(), dtBias, aLog, d, dims, history, y);
     }
 }

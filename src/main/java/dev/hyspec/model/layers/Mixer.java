@@ -1,20 +1,16 @@
 package dev.hyspec.model.layers;
 
 import dev.hyspec.backend.Tensor;
+import dev.hyspec.model.ForwardBatch;
+import dev.hyspec.state.StateStore;
 
 /** What one block applies to its normalised input; the block adds the result to the residual. */
 public interface Mixer {
     /**
-     * @param x         {@code [T, D]}, already normalised by the block's RMSNorm
-     * @param state     this block's state for the sequence (null for stateless mixers)
-     * @param pastLen   tokens of the sequence already processed ({@code L})
-     * @param positions {@code [T]}, the positions {@code L … L+T−1}
-     * @return          {@code [T, D]}
+     * @param x      {@code [N, D]}, the batch's token rows, already normalised by the block's RMSNorm
+     * @param batch  which sequence, positions and state every token row belongs to
+     * @param store  the recurrent state pool and KV pages the batch's rows refer to
+     * @return       {@code [N, D]}
      */
-    Tensor forward(Tensor x, LayerState state, int pastLen, int[] positions);
-
-    /** A zeroed state for a new sequence, or null when the mixer keeps none. */
-    default LayerState newState() {
-        return null;
-    }
+    Tensor forward(Tensor x, ForwardBatch batch, StateStore store);
 }

@@ -2,6 +2,8 @@ package dev.hyspec.model.layers;
 
 import dev.hyspec.backend.Backend;
 import dev.hyspec.backend.Tensor;
+import dev.hyspec.model.ForwardBatch;
+import dev.hyspec.state.StateStore;
 import dev.hyspec.model.Weights;
 import dev.hyspec.model.config.ModelConfig.Activation;
 
@@ -31,7 +33,7 @@ public final class Mlp implements Mixer {
     }
 
     @Override
-    public Tensor forward(Tensor x, LayerState state, int pastLen, int[] positions) {
+    public Tensor forward(Tensor x, ForwardBatch batch, StateStore store) {
         int tokens = x.rows();
         Tensor h = backend.zeros(tokens, upProj.rows());       // [T, I]
         backend.matmul(x, upProj, upBias, h);

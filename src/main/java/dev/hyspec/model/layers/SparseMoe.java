@@ -2,6 +2,8 @@ package dev.hyspec.model.layers;
 
 import dev.hyspec.backend.Backend;
 import dev.hyspec.backend.Tensor;
+import dev.hyspec.model.ForwardBatch;
+import dev.hyspec.state.StateStore;
 import dev.hyspec.model.Weights;
 import dev.hyspec.model.config.ModelConfig.MoeSpec;
 import java.util.ArrayList;
@@ -54,7 +56,7 @@ public final class SparseMoe implements Mixer {
     }
 
     @Override
-    public Tensor forward(Tensor x, LayerState state, int pastLen, int[] positions) {
+    public Tensor forward(Tensor x, ForwardBatch batch, StateStore store) {
         int tokens = x.rows();
         int numExperts = spec.numExperts();
         Tensor logitsT = backend.zeros(tokens, numExperts);
@@ -97,14 +99,14 @@ public final class SparseMoe implements Mixer {
             }
             Tensor xe = backend.zeros(idx.length, x.cols());
             backend.gatherRows(x, idx, xe);
-            Tensor ye = experts.get(e).forward(xe, null, pastLen, positions);
+            Tensor ye = experts.get(e).forward(xe, batch, store);
             backend.scatterAddRows(ye, idx, scale, out);
             backend.free(xe);
             backend.free(ye);
         }
 
         // shared expert
-        Tensor s = shared.forward(x, null, pastLen, positions);
+        Tensor s = shared.forward(x, batch, store);
         if (sharedGate != null) {
             Tensor g = backend.zeros(tokens, 1);
             backend.matmul(x, sharedGate, null, g);

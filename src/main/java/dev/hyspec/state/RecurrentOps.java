@@ -1,0 +1,31 @@
+package dev.hyspec.state;
+
+import dev.hyspec.backend.StateLayout;
+import dev.hyspec.backend.Tensor;
+
+/**
+ * The state operations of one recurrent layer (Mamba2 or Gated DeltaNet), bound to its weights, as
+ * the rollback strategies use them. {@code conv} is the row's conv output; states are in the
+ * layout given.
+ */
+public interface RecurrentOps {
+    /** This layer's index among the pool's recurrent layers. */
+    int poolLayer();
+
+    RecurrentShape shape();
+
+    /** Causal conv + SiLU of {@code raw [T, C]} continuing {@code window}; moves the window when {@code advance}. */
+    void convolve(Tensor raw, Tensor window, boolean advance, Tensor out);
+
+    /** Advances {@code state} over the row in place and writes the outputs. */
+    void scan(Tensor state, StateLayout layout, Tensor conv, RecurrentRow row, Tensor y);
+
+    /** Outputs of the row; {@code state} only read; the state after token t goes to {@code states[t]}. */
+    void scanStates(Tensor state, StateLayout layout, Tensor conv, RecurrentRow row, Tensor[] states, Tensor y);
+
+    /** Advances {@code state} over the first {@code count} rows of a replay history. */
+    void replay(Tensor state, StateLayout layout, Tensor history, int count);
+
+    /** Outputs of the row from {@code state} (only read), and the row's replay history. */
+    void replayOutputs(Tensor state, StateLayout layout, Tensor conv, RecurrentRow row, Tensor history, Tensor y);
+}
