@@ -1,0 +1,638 @@
+package dev.hyspec.engine;
+
+import dev.hyspec.backend.Backend;
+import dev.hyspec.model.BatchRow;
+import dev.hyspec.model.BatchRow.Logits;
+import dev.hyspec.model.ForwardBatch;
+import dev.hyspec.model.HybridModel;
+import dev.hyspec.model.RowMode;
+import dev.hyspec.sampling.Sampler;
+import dev.hyspec.sampling.SpeculativeVerifier;
+import dev.hyspec.sampling.Verification;
+import dev.hyspec.spec.NgramDrafter;
+import dev.hyspec.state.KvBlockPool;
+import dev.hyspec.state.LayoutPolicy;
+import dev.hyspec.state.MambaStatePool;
+import dev.hyspec.state.RecurrentOps;
+import dev.hyspec.state.RollbackStrategy;
+import dev.hyspec.state.StateStore;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Deque;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+
+/**
+ * The engine proper, without threads: a vLLM-style scheduler and the step that runs its decisions.
+ * Not thread-safe; {@link Engine} owns one and calls it from its single engine thread, tests call it
+ * directly.
+ *
+ * <p>Each {@link #step} spends a token budget ({@code maxNumBatchedTokens}, at most
+ * {@code maxNumSeqs} requests) first on running requests, oldest first — a generate row
+ * ({@code 1 + K} tokens: the last sampled token and the drafter's proposals) or the next prefill
+ * chunk — then admits waiting requests. All rows run in one forward pass; then each generate row
+ * is verified, its accepted tokens committed through the request's rollback strategy, and the new
+ * tokens go to the request's sink. When KV pages run out, the newest running request is preempted:
+ * its slot and pages are freed and it is recomputed from its tokens later, which gives the same
+ * output.
+ */
+public final class EngineCore implements AutoCloseable {
+    private final HybridModel model;
+    private final Backend backend;
+    private final EngineOptions options;
+    private final StateStore store;
+    private final RecurrentOps[] recurrentOps;
+    private final Map<String, RollbackStrategy> strategies;
+    private final TreeMap<String, Integer> abWeights;
+    private final PrefixCache cache;
+    private final Sampler sampler = new Sampler();
+    private final SpeculativeVerifier verifier = new SpeculativeVerifier(sampler);
+    private final NgramDrafter ngram;
+    private final Deque<RequestState> waiting = new ArrayDeque<>();
+    private final List<RequestState> running = new ArrayList<>();
+    private final Map<String, RequestState> requests = new HashMap<>();
+    private final EngineMetrics metrics = new EngineMetrics();
+    private final Set<Integer> eosTokenIds;
+    private long arrivals;
+
+    /**
+     * @param strategies the rollback strategies by id (at least {@code options.defaultStrategy()})
+     */
+    public EngineCore(HybridModel model, EngineOptions options, Map<String, RollbackStrategy> strategies) {
+        this.model = model;
+        this.backend = model.backend();
+        this.options = options;
+        this.strategies = Map.copyOf(strategies);
+        if (!strategies.containsKey(options.defaultStrategy())) {
+            throw new IllegalArgumentException("unknown rollback strategy '" + options.defaultStrategy()
+                    + "'; available: " + new TreeMap<>(strategies).keySet());
+        }
+        for (String s : options.abWeights().keySet()) {
+            if (!strategies.containsKey(s)) {
+                throw new IllegalArgumentException("unknown rollback strategy '" + s + "' in the A/B weights; available: "
+                        + new TreeMap<>(strategies).keySet());
+            }
+        }
+        this.abWeights = new TreeMap<>(options.abWeights());
+        this.abWeights.values().removeIf(w -> w <= 0);
+        LayoutPolicy layouts = options.layouts() != null ? options.layouts() : LayoutPolicy.of(model.naturalLayout());
+        this.store = model.newStateStore(options.stateSlots(), options.pageSize(), options.kvPages(), layouts);
+        this.recurrentOps = model.recurrentOps();
+        this.cache = options.prefixCaching() ? new PrefixCache(options.prefixBlockSize(), store.pool(), store.kv()) : null;
+        this.ngram = new NgramDrafter(options.ngramMin(), options.ngramMax(), Math.max(1, options.numDrafts()));
+        this.eosTokenIds = Set.copyOf(model.config().eosTokenIds());
+    }
+
+    public HybridModel model() {
+        return model;
+    }
+
+    public EngineOptions options() {
+        return options;
+    }
+
+    /** The pools (read-only use: tests and metrics). */
+    public StateStore store() {
+        return store;
+    }
+
+    public Set<String> strategyIds() {
+        return new TreeMap<>(strategies).keySet();
+    }
+
+    // ---- requests ----
+
+    /** Checks a request against the model and the engine's limits; throws naming the field at fault. */
+    public void validate(GenerationRequest r) {
+        if (r.prompt().length == 0) {
+            throw new InvalidRequestException("prompt", "the prompt is empty");
+        }
+        int vocab = model.config().vocabSize();
+        for (int t : r.prompt()) {
+            if (t < 0 || t >= vocab) {
+                throw new InvalidRequestException("prompt", "token id " + t + " is outside the vocabulary [0, " + vocab + ")");
+            }
+        }
+        if (r.prompt().length + r.sampling().maxTokens() > options.maxModelLen()) {
+            throw new InvalidRequestException("max_tokens", "this model's maximum context length is "
+                    + options.maxModelLen() + " tokens; the prompt has " + r.prompt().length
+                    + " and max_tokens asks for " + r.sampling().maxTokens() + " more");
+        }
+        if (r.strategy() != null && !strategies.containsKey(r.strategy())) {
+            throw new InvalidRequestException("rollback_strategy", "unknown rollback strategy '" + r.strategy()
+                    + "'; available: " + strategyIds());
+        }
+        if (r.numDrafts() != null && (r.numDrafts() < 0 || r.numDrafts() + 1 > options.maxNumBatchedTokens())) {
+            throw new InvalidRequestException("num_speculative_tokens", "num_speculative_tokens must be in [0, "
+                    + (options.maxNumBatchedTokens() - 1) + "], got " + r.numDrafts());
+        }
+        if (requests.containsKey(r.id())) {
+            throw new InvalidRequestException("id", "request id " + r.id() + " is already running");
+        }
+    }
+
+    /** Queues a validated request; its tokens and its finish go to {@code sink}. */
+    public void add(GenerationRequest r, TokenSink sink) {
+        validate(r);
+        RollbackStrategy strategy = strategies.get(chooseStrategy(r));
+        int drafts = r.numDrafts() != null ? r.numDrafts() : options.numDrafts();
+        RequestState s = new RequestState(r, sink, arrivals++, strategy, r.drafter() != null ? r.drafter() : ngram,
+                drafts);
+        requests.put(r.id(), s);
+        waiting.addLast(s);
+        metrics.promptTokens += r.prompt().length;
+        metrics.strategy(strategy.id()).requests++;
+    }
+
+    /** The strategy of a request: its pin, else the A/B split (sticky: a hash of the id), else the default. */
+    String chooseStrategy(GenerationRequest r) {
+        if (r.strategy() != null) {
+            return r.strategy();
+        }
+        int total = abWeights.values().stream().mapToInt(Integer::intValue).sum();
+        if (total <= 0) {
+            return options.defaultStrategy();
+        }
+        long h = r.id().hashCode() * 0x9E3779B97F4A7C15L;
+        int pick = (int) Math.floorMod(h ^ (h >>> 32), (long) total);
+        for (Map.Entry<String, Integer> e : abWeights.entrySet()) {
+            pick -= e.getValue();
+            if (pick < 0) {
+                return e.getKey();
+            }
+        }
+        return options.defaultStrategy();
+    }
+
+    /** Aborts a request wherever it is; its resources are freed and its sink told {@code abort}. */
+    public boolean abort(String id) {
+        RequestState s = requests.get(id);
+        if (s == null) {
+            return false;
+        }
+        finish(s, FinishReason.ABORT, null);
+        return true;
+    }
+
+    public boolean hasWork() {
+        return !waiting.isEmpty() || !running.isEmpty();
+    }
+
+    public int numRunning() {
+        return running.size();
+    }
+
+    public int numWaiting() {
+        return waiting.size();
+    }
+
+    /** The rollback strategy a known request runs with, or null. */
+    public String strategyOf(String id) {
+        RequestState s = requests.get(id);
+        return s == null ? null : s.strategy.id();
+    }
+
+    /** The slot a running request holds, or -1. */
+    public int slotOf(String id) {
+        RequestState s = requests.get(id);
+        return s == null ? -1 : s.slot;
+    }
+
+    /** A running request's committed token count, or -1. */
+    public int computedTokensOf(String id) {
+        RequestState s = requests.get(id);
+        return s == null ? -1 : s.numComputedTokens;
+    }
+
+    /** A copy of the request's tokens (prompt then output), or null. */
+    public int[] tokensOf(String id) {
+        RequestState s = requests.get(id);
+        return s == null ? null : Arrays.copyOf(s.tokens, s.length);
+    }
+
+    /**
+     * Makes a running request's slot hold exactly {@code S(L)} (replay applies its pending tokens) so
+     * that tests and copies can read the committed state.
+     */
+    public void settle(String id) {
+        RequestState s = requests.get(id);
+        if (s != null && s.slot >= 0) {
+            s.strategy.settle(store.pool(), s.slot, recurrentOps);
+        }
+    }
+
+    // ---- the step ----
+
+    /** One scheduled row: which request, which tokens. */
+    private record Scheduled(RequestState request, BatchRow row) {}
+
+    /** Schedules, runs one forward pass, verifies and commits. Returns false when there was nothing to run. */
+    public boolean step() {
+        List<Scheduled> scheduled = schedule();
+        if (scheduled.isEmpty()) {
+            return false;
+        }
+        metrics.steps++;
+        List<BatchRow> rows = new ArrayList<>(scheduled.size());
+        for (Scheduled s : scheduled) {
+            rows.add(s.row());
+        }
+        float[] logits;
+        long t0 = System.nanoTime();
+        try {
+            logits = backend.download(model.forward(new ForwardBatch(rows), store));
+        } catch (RuntimeException e) {
+            for (Scheduled s : scheduled) {
+                metrics.errors++;
+                finish(s.request(), FinishReason.ERROR, "engine failure: " + e);
+            }
+            return true;
+        }
+        long forwardNanos = System.nanoTime() - t0;
+        int vocab = model.config().vocabSize();
+        int at = 0;
+        for (Scheduled s : scheduled) {
+            RequestState r = s.request();
+            BatchRow row = s.row();
+            int n = row.logitRows();
+            float[][] rowLogits = new float[n][];
+            for (int i = 0; i < n; i++) {
+                rowLogits[i] = Arrays.copyOfRange(logits, (at + i) * vocab, (at + i + 1) * vocab);
+            }
+            at += n;
+            try {
+                if (row.mode() == RowMode.PREFILL) {
+                    afterPrefill(r, row, rowLogits);
+                } else {
+                    afterGenerate(r, row, rowLogits, forwardNanos * row.length() / Math.max(1, totalTokens(rows)));
+                }
+            } catch (RuntimeException e) {
+                metrics.errors++;
+                finish(r, FinishReason.ERROR, "engine failure: " + e);
+            }
+        }
+        return true;
+    }
+
+    private static int totalTokens(List<BatchRow> rows) {
+        int n = 0;
+        for (BatchRow r : rows) {
+            n += r.length();
+        }
+        return n;
+    }
+
+    private void afterPrefill(RequestState r, BatchRow row, float[][] logits) {
+        int before = r.numComputedTokens;
+        r.numComputedTokens += row.length();
+        metrics.prefillTokens += row.length();
+        if (cache != null) {
+            // blocks completed by this chunk; the chunk ends on a boundary, so its last block gets the state
+            cacheBlocks(r, before, r.numComputedTokens, false, (end, target) -> store.pool().copy(r.slot, target));
+        }
+        if (r.numComputedTokens == r.prefillEnd) {
+            int token = sampler.sample(logits[0], r.request.sampling(), r.rng);
+            emit(r, new int[] {token});
+        }
+    }
+
+    private void afterGenerate(RequestState r, BatchRow row, float[][] logits, long nanos) {
+        int[] drafts = r.drafts;
+        Verification v = verifier.verify(logits, drafts, r.request.sampling(), r.rng);
+        int accepted = v.numOutputTokens();   // a: accepted drafts + the bonus/recovered token
+        int before = r.numComputedTokens;
+        long t0 = System.nanoTime();
+        if (cache != null) {
+            cacheBlocks(r, before, before + accepted, true,
+                    (end, target) -> r.strategy.snapshot(store.pool(), r.slot, recurrentOps, end - before, target));
+        }
+        r.strategy.commit(store.pool(), r.slot, recurrentOps, accepted);
+        r.numComputedTokens += accepted;
+        if (drafts.length > 0) {
+            r.drafter.onAccepted(drafts.length, v.numAcceptedTokens());
+        }
+        EngineMetrics.StrategyStats st = metrics.strategy(r.strategy.id());
+        st.generateRows++;
+        st.draftTokens += drafts.length;
+        st.acceptedDraftTokens += v.numAcceptedTokens();
+        st.rollbackNanos += System.nanoTime() - t0 + nanos;
+        emit(r, v.outputTokens());
+    }
+
+    /** Saves the state at a block boundary into a fresh slot: {@code (end, target)}. */
+    private interface Checkpointer {
+        void save(int end, int target);
+    }
+
+    /**
+     * Records the blocks whose last position lies in {@code (from, to]}. A block gets a state
+     * checkpoint when the engine has the exact state at its end: every boundary of a generate row
+     * (the strategy snapshots inside the row), only the row's end for a prefill chunk.
+     */
+    private void cacheBlocks(RequestState r, int from, int to, boolean everyBoundary, Checkpointer checkpointer) {
+        int b = cache.blockSize();
+        int pagesPerBlock = b / options.pageSize();
+        for (int end = (from / b + 1) * b; end <= to; end += b) {
+            PrefixCache.Block parent = r.cachedTail;
+            if (end > b && (parent == null || parent.end(b) != end - b)) {
+                return;   // the chain above this block is not cached (evicted, or never complete)
+            }
+            int[] pages = store.kv().enabled()
+                    ? Arrays.copyOfRange(r.pages, (end - b) / options.pageSize(), end / options.pageSize())
+                    : new int[0];
+            if (store.kv().enabled() && pages.length != pagesPerBlock) {
+                return;
+            }
+            PrefixCache.Block block = cache.insert(parent, r.tokens, end - b, pages);
+            if (block == null) {
+                return;
+            }
+            r.cachedTail = block;
+            if (block.stateSlot < 0 && store.pool().numLayers() > 0 && (everyBoundary || end == to)) {
+                int target = allocSlot(true);
+                if (target >= 0) {
+                    checkpointer.save(end, target);
+                    block.stateSlot = target;
+                }
+            }
+        }
+    }
+
+    /** Appends generated tokens, stopping at a stop token, max_tokens or the context limit. */
+    private void emit(RequestState r, int[] generated) {
+        int n = 0;
+        FinishReason reason = null;
+        for (int token : generated) {
+            r.append(token);
+            n++;
+            if (isStop(r, token)) {
+                reason = FinishReason.STOP;
+                break;
+            }
+            if (r.numOutput >= r.request.sampling().maxTokens() || r.length >= options.maxModelLen()) {
+                reason = FinishReason.LENGTH;
+                break;
+            }
+        }
+        metrics.strategy(r.strategy.id()).outputTokens += n;
+        r.sink.onTokens(Arrays.copyOf(generated, n));
+        if (reason != null) {
+            finish(r, reason, null);
+        }
+    }
+
+    private boolean isStop(RequestState r, int token) {
+        return (eosTokenIds.contains(token) && !r.request.sampling().ignoreEos())
+                || r.request.sampling().stopTokenIds().contains(token);
+    }
+
+    private void finish(RequestState r, FinishReason reason, String message) {
+        if (requests.remove(r.id()) == null) {
+            return;
+        }
+        waiting.remove(r);
+        running.remove(r);
+        freeResources(r);
+        if (reason == FinishReason.ABORT) {
+            metrics.aborted++;
+        } else {
+            metrics.finished++;
+        }
+        r.sink.onFinish(reason, message);
+    }
+
+    private void freeResources(RequestState r) {
+        if (r.slot >= 0) {
+            store.pool().release(r.slot);
+        }
+        for (int p : r.pages) {
+            store.kv().release(p);
+        }
+        r.slot = -1;
+        r.pages = new int[0];
+    }
+
+    // ---- scheduling ----
+
+    private List<Scheduled> schedule() {
+        List<Scheduled> out = new ArrayList<>();
+        int budget = options.maxNumBatchedTokens();
+        // running requests first, oldest first
+        for (RequestState r : List.copyOf(running)) {
+            if (budget <= 0) {
+                break;
+            }
+            if (!running.contains(r)) {
+                continue;   // preempted for an older request in this loop
+            }
+            BatchRow row = plan(r, budget);
+            if (row == null) {
+                continue;
+            }
+            int need = r.numComputedTokens + row.length();
+            boolean preemptedSelf = false;
+            while (!ensurePages(r, need)) {
+                RequestState victim = newestRunning();
+                preempt(victim);
+                if (victim == r) {
+                    preemptedSelf = true;
+                    break;
+                }
+                for (Scheduled s : List.copyOf(out)) {
+                    if (s.request() == victim) {
+                        out.remove(s);
+                        budget += s.row().length();
+                    }
+                }
+            }
+            if (preemptedSelf) {
+                continue;
+            }
+            row = withPages(row, r);
+            out.add(new Scheduled(r, row));
+            budget -= row.length();
+        }
+        // then waiting requests, in arrival order (preempted ones come back first)
+        while (!waiting.isEmpty() && running.size() < options.maxNumSeqs() && budget > 0) {
+            RequestState r = waiting.peekFirst();
+            if (!admit(r)) {
+                break;
+            }
+            BatchRow row = plan(r, budget);
+            if (row == null || !ensurePages(r, r.numComputedTokens + row.length())) {
+                freeResources(r);
+                r.restart();
+                break;
+            }
+            waiting.pollFirst();
+            running.add(r);
+            out.add(new Scheduled(r, withPages(row, r)));
+            budget -= row.length();
+        }
+        metrics.running = running.size();
+        metrics.waiting = waiting.size();
+        updatePoolMetrics();
+        return out;
+    }
+
+    /** The row a request runs this step within {@code budget} tokens (page table filled in later), or null. */
+    private BatchRow plan(RequestState r, int budget) {
+        if (r.prefilling()) {
+            int remaining = r.prefillEnd - r.numComputedTokens;
+            int n = Math.min(remaining, budget);
+            if (cache != null && n < remaining) {
+                // align mode: a chunk that does not finish the prefill ends on a block boundary
+                int b = cache.blockSize();
+                int aligned = (r.numComputedTokens + n) / b * b - r.numComputedTokens;
+                if (aligned > 0) {
+                    n = aligned;
+                }
+            }
+            int[] tokens = Arrays.copyOfRange(r.tokens, r.numComputedTokens, r.numComputedTokens + n);
+            r.drafts = new int[0];
+            return new BatchRow(r.slot, tokens, r.numComputedTokens, RowMode.PREFILL, null, r.pages,
+                    r.numComputedTokens + n == r.prefillEnd ? Logits.LAST : Logits.NONE);
+        }
+        int k = Math.min(r.numDrafts, budget - 1);
+        k = Math.min(k, r.request.sampling().maxTokens() - r.numOutput - 1);
+        k = Math.min(k, options.maxModelLen() - r.length - 1);
+        int[] drafts = k > 0 ? r.drafter.propose(r.tokens, r.length, k) : new int[0];
+        if (drafts.length > k) {
+            drafts = Arrays.copyOf(drafts, k);
+        }
+        r.drafts = drafts;
+        int[] tokens = new int[1 + drafts.length];
+        tokens[0] = r.tokens[r.length - 1];
+        System.arraycopy(drafts, 0, tokens, 1, drafts.length);
+        return new BatchRow(r.slot, tokens, r.numComputedTokens, RowMode.GENERATE, r.strategy, r.pages, Logits.ALL);
+    }
+
+    private static BatchRow withPages(BatchRow row, RequestState r) {
+        return new BatchRow(r.slot, row.tokens(), row.start(), row.mode(), row.strategy(), r.pages, row.logits());
+    }
+
+    /** Gives a waiting request a slot: from the prefix cache when it has a hit, else a fresh one. */
+    private boolean admit(RequestState r) {
+        if (r.slot >= 0) {
+            return true;
+        }
+        if (cache != null) {
+            PrefixCache.Hit hit = cache.lookup(r.tokens, r.prefillEnd - 1);
+            metrics.prefixQueries = cache.queries();
+            metrics.prefixQueriedTokens = cache.queriedTokens();
+            if (hit != null) {
+                int slot = store.pool().numLayers() > 0 ? forkSlot(hit.block().stateSlot) : allocSlot(true);
+                if (slot >= 0) {
+                    List<Integer> pages = new ArrayList<>();
+                    for (PrefixCache.Block b : hit.chain()) {
+                        for (int p : b.pages) {
+                            store.kv().retain(p);
+                            pages.add(p);
+                        }
+                    }
+                    r.slot = slot;
+                    r.pages = pages.stream().mapToInt(Integer::intValue).toArray();
+                    r.numComputedTokens = hit.block().end(cache.blockSize());
+                    r.cachedTail = hit.block();
+                    metrics.prefixHits = cache.hits();
+                    metrics.prefixHitTokens = cache.hitTokens();
+                    return true;
+                }
+            }
+        }
+        r.slot = allocSlot(true);
+        return r.slot >= 0;
+    }
+
+    /** A zeroed slot, evicting prefix-cache checkpoints if needed (only for admissions). */
+    private int allocSlot(boolean evict) {
+        int slot = store.pool().alloc();
+        while (slot < 0 && evict && cache != null && cache.evictStateSlot()) {
+            slot = store.pool().alloc();
+        }
+        return slot;
+    }
+
+    private int forkSlot(int src) {
+        int slot = allocSlot(true);
+        if (slot >= 0) {
+            store.pool().copy(src, slot);
+        }
+        return slot;
+    }
+
+    /** Gives the request pages for positions {@code [0, positions)}, evicting cached blocks if needed. */
+    private boolean ensurePages(RequestState r, int positions) {
+        KvBlockPool kv = store.kv();
+        int need = kv.pagesFor(positions);
+        while (r.pages.length < need) {
+            int p = kv.allocate();
+            while (p < 0 && cache != null && cache.evictPages()) {
+                p = kv.allocate();
+            }
+            if (p < 0) {
+                return false;
+            }
+            r.pages = Arrays.copyOf(r.pages, r.pages.length + 1);
+            r.pages[r.pages.length - 1] = p;
+        }
+        return true;
+    }
+
+    private RequestState newestRunning() {
+        RequestState newest = running.get(0);
+        for (RequestState r : running) {
+            if (r.arrival > newest.arrival) {
+                newest = r;
+            }
+        }
+        return newest;
+    }
+
+    /** Frees everything a running request holds and queues it to be recomputed from its tokens. */
+    private void preempt(RequestState r) {
+        running.remove(r);
+        freeResources(r);
+        r.restart();
+        r.preemptions++;
+        waiting.addFirst(r);
+        metrics.preemptions++;
+    }
+
+    private void updatePoolMetrics() {
+        MambaStatePool pool = store.pool();
+        metrics.slotsUsed = pool.usedSlots();
+        metrics.slotsTotal = pool.capacity();
+        metrics.stateBytes = pool.bytes();
+        metrics.kvPagesUsed = store.kv().usedPages();
+        metrics.kvPagesTotal = store.kv().numPages();
+        metrics.layoutConversions = pool.conversions();
+        if (cache != null) {
+            metrics.prefixEvictions = cache.evictions();
+            metrics.prefixBlocks = cache.size();
+            metrics.prefixCheckpoints = cache.stateCheckpoints();
+        }
+    }
+
+    /** A snapshot of the engine's counters. */
+    public EngineMetrics metrics() {
+        updatePoolMetrics();
+        return metrics.copy();
+    }
+
+    /** Aborts everything and frees the pools. */
+    @Override
+    public void close() {
+        for (RequestState r : List.copyOf(requests.values())) {
+            finish(r, FinishReason.ABORT, null);
+        }
+        if (cache != null) {
+            cache.clear();
+        }
+        store.close();
+    }
+}
