@@ -58,6 +58,7 @@ public final class EngineCore implements AutoCloseable {
     private final EngineMetrics metrics = new EngineMetrics();
     private final Set<Integer> eosTokenIds;
     private long arrivals;
+    private List<StepRow> lastStep = List.of();
 
     /**
      * @param strategies the rollback strategies by id (at least {@code options.defaultStrategy()})
@@ -225,6 +226,38 @@ public final class EngineCore implements AutoCloseable {
         }
     }
 
+    /**
+     * Copies a running request's committed state {@code S(L)}, {@code U(L)} into a newly allocated
+     * slot, which the caller releases; -1 when the request holds no slot or the pool is full.
+     */
+    public int copyCommitted(String id) {
+        RequestState s = requests.get(id);
+        if (s == null || s.slot < 0) {
+            return -1;
+        }
+        int target = store.pool().alloc();
+        if (target >= 0) {
+            s.strategy.copyCommitted(store.pool(), s.slot, recurrentOps, target);
+        }
+        return target;
+    }
+
+    /** One row of the last step, for tests and logs. */
+    public record StepRow(String requestId, RowMode mode, int tokens, int drafts) {}
+
+    /** The rows the last step ran. */
+    public List<StepRow> lastStep() {
+        return lastStep;
+    }
+
+    /** A prefix-cache checkpoint: the state after {@code tokens} (a whole number of blocks) sits in {@code slot}. */
+    public record CachedCheckpoint(int[] tokens, int slot) {}
+
+    /** Every prefix-cache block that holds a state checkpoint. */
+    public List<CachedCheckpoint> prefixCheckpoints() {
+        return cache == null ? List.of() : cache.checkpoints();
+    }
+
     // ---- the step ----
 
     /** One scheduled row: which request, which tokens. */
@@ -238,9 +271,12 @@ public final class EngineCore implements AutoCloseable {
         }
         metrics.steps++;
         List<BatchRow> rows = new ArrayList<>(scheduled.size());
+        List<StepRow> described = new ArrayList<>(scheduled.size());
         for (Scheduled s : scheduled) {
             rows.add(s.row());
+            described.add(new StepRow(s.request().id(), s.row().mode(), s.row().length(), s.request().drafts.length));
         }
+        lastStep = List.copyOf(described);
         float[] logits;
         long t0 = System.nanoTime();
         try {

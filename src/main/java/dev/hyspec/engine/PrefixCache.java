@@ -221,6 +221,21 @@ final class PrefixCache {
         }
     }
 
+    /** The blocks holding a state, each with its whole prefix. */
+    List<EngineCore.CachedCheckpoint> checkpoints() {
+        List<EngineCore.CachedCheckpoint> out = new ArrayList<>();
+        for (Block b : blocks.values()) {
+            if (b.stateSlot >= 0) {
+                int[] prefix = new int[b.end(blockSize)];
+                for (Block c = b; c != null; c = c.parent) {
+                    System.arraycopy(c.tokens, 0, prefix, (c.depth - 1) * blockSize, blockSize);
+                }
+                out.add(new EngineCore.CachedCheckpoint(prefix, b.stateSlot));
+            }
+        }
+        return out;
+    }
+
     int size() {
         return blocks.size();
     }

@@ -62,6 +62,11 @@ public class IntermediateCopyStrategy implements RollbackStrategy {
     }
 
     @Override
+    public void copyCommitted(MambaStatePool pool, int slot, RecurrentOps[] layers, int target) {
+        pool.copy(slot, target);
+    }
+
+    @Override
     public void settle(MambaStatePool pool, int slot, RecurrentOps[] layers) {
         // Commit is eager: the slot always holds S(L).
     }

@@ -88,6 +88,24 @@ public class ReplayStrategy implements RollbackStrategy {
     }
 
     @Override
+    public void copyCommitted(MambaStatePool pool, int slot, RecurrentOps[] layers, int target) {
+        Backend backend = pool.backend();
+        Workspace ws = pool.workspaceIfPresent(slot, ID);
+        for (RecurrentOps ops : layers) {
+            int l = ops.poolLayer();
+            backend.copy(pool.ssm(l, slot), pool.ssm(l, target));
+            backend.copy(pool.conv(l, slot), pool.conv(l, target));
+            int p = ws == null ? 0 : ws.pending[l];
+            if (p > 0) {
+                int cur = ws.current[l];
+                ops.replay(pool.ssm(l, target), pool.layout(slot), ws.history[l][cur], p);
+                backend.shiftWindow(pool.conv(l, target), ws.raw[l][cur], p);
+            }
+        }
+        pool.setLayout(target, pool.layout(slot));
+    }
+
+    @Override
     public void settle(MambaStatePool pool, int slot, RecurrentOps[] layers) {
         Workspace ws = pool.workspaceIfPresent(slot, ID);
         if (ws == null) {

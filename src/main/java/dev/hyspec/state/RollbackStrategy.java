@@ -32,6 +32,12 @@ public interface RollbackStrategy {
     /** {@code accepted ∈ 1…T} tokens of the row just verified are kept. */
     void commit(MambaStatePool pool, int slot, RecurrentOps[] layers, int accepted);
 
+    /**
+     * Writes the committed {@code S(L)}, {@code U(L)} of {@code slot} into {@code target} (layout flag
+     * included) without changing {@code slot} or its pending work.
+     */
+    void copyCommitted(MambaStatePool pool, int slot, RecurrentOps[] layers, int target);
+
     /** Makes the slot hold exactly {@code S(L)}, {@code U(L)} (for copies, prefill and comparisons). */
     void settle(MambaStatePool pool, int slot, RecurrentOps[] layers);
 }

@@ -1,0 +1,243 @@
+package dev.hyspec.engine;
+
+import dev.hyspec.config.HyspecConfig;
+import dev.hyspec.state.LayoutPolicy;
+import dev.hyspec.state.RollbackStrategy;
+import io.quarkus.runtime.ShutdownEvent;
+import io.quarkus.runtime.StartupEvent;
+import io.smallrye.mutiny.Multi;
+import io.smallrye.mutiny.subscription.MultiEmitter;
+import jakarta.annotation.Priority;
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.enterprise.event.Observes;
+import jakarta.enterprise.inject.Any;
+import jakarta.enterprise.inject.Instance;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
+import org.jboss.logging.Logger;
+
+/**
+ * The engine bean: one dedicated platform thread owns the model, the pools and the backend and runs
+ * {@link EngineCore} steps; everything else talks to it through a command queue. A request's tokens
+ * leave through its own {@link Multi}; cancelling the subscription (a closed client connection)
+ * aborts the request and frees what it held.
+ */
+@ApplicationScoped
+public class Engine {
+    private static final Logger LOG = Logger.getLogger(Engine.class);
+
+    private final ModelRegistry registry;
+    private final HyspecConfig config;
+    private final Instance<RollbackStrategy> strategyBeans;
+    private final BlockingQueue<Runnable> commands = new LinkedBlockingQueue<>();
+    private volatile EngineCore core;
+    private volatile boolean stopping;
+    private Thread thread;
+
+    public Engine(ModelRegistry registry, HyspecConfig config, @Any Instance<RollbackStrategy> strategyBeans) {
+        this.registry = registry;
+        this.config = config;
+        this.strategyBeans = strategyBeans;
+    }
+
+    void onStart(@Observes @Priority(jakarta.interceptor.Interceptor.Priority.APPLICATION + 100) StartupEvent event) {
+        registry.model().ifPresent(m -> start(new EngineCore(m.model(), options(config), strategies())));
+    }
+
+    /** Every {@link RollbackStrategy} bean, by id. */
+    public Map<String, RollbackStrategy> strategies() {
+        Map<String, RollbackStrategy> map = new HashMap<>();
+        for (RollbackStrategy s : strategyBeans) {
+            map.put(s.id(), s);
+        }
+        return map;
+    }
+
+    /** The engine options the configuration asks for. */
+    static EngineOptions options(HyspecConfig c) {
+        LayoutPolicy layouts = null;
+        if (c.statePool().prefillLayout().isPresent() || c.statePool().decodeLayout().isPresent()) {
+            var prefill = c.statePool().prefillLayout().orElse(c.statePool().decodeLayout().orElseThrow());
+            var decode = c.statePool().decodeLayout().orElse(prefill);
+            layouts = new LayoutPolicy(prefill, decode);
+        }
+        return new EngineOptions(c.engine().maxNumSeqs(), c.engine().maxNumBatchedTokens(), c.engine().maxModelLen(),
+                c.statePool().slots(), c.kvCache().pageSize(), c.kvCache().pages(), c.speculative().numDrafts(),
+                c.speculative().ngramMin(), c.speculative().ngramMax(), c.rollback().strategy(),
+                parseWeights(c.rollback().ab().orElse("")), c.prefixCache().enabled(), c.prefixCache().blockSize(),
+                layouts);
+    }
+
+    /** Parses {@code replay=90,intermediate-copy=10}. */
+    static Map<String, Integer> parseWeights(String spec) {
+        Map<String, Integer> out = new LinkedHashMap<>();
+        for (String part : spec.split(",")) {
+            String p = part.trim();
+            if (p.isEmpty()) {
+                continue;
+            }
+            int eq = p.indexOf('=');
+            try {
+                if (eq <= 0) {
+                    throw new NumberFormatException();
+                }
+                int w = Integer.parseInt(p.substring(eq + 1).trim());
+                if (w < 0) {
+                    throw new NumberFormatException();
+                }
+                out.put(p.substring(0, eq).trim(), w);
+            } catch (NumberFormatException e) {
+                throw new IllegalArgumentException("hyspec.rollback.ab: expected strategy=weight pairs such as "
+                        + "replay=90,intermediate-copy=10, got '" + spec + "'");
+            }
+        }
+        return out;
+    }
+
+    /** Starts the engine thread over {@code engineCore}. */
+    synchronized void start(EngineCore engineCore) {
+        if (core != null) {
+            throw new IllegalStateException("engine already started");
+        }
+        this.core = engineCore;
+        thread = new Thread(this::loop, "hyspec-engine");
+        thread.setDaemon(true);
+        thread.start();
+        LOG.infof("engine started: strategies %s (default %s), %d state slots, %d KV pages of %d, prefix cache %s",
+                engineCore.strategyIds(), engineCore.options().defaultStrategy(), engineCore.options().stateSlots(),
+                engineCore.options().kvPages(), engineCore.options().pageSize(),
+                engineCore.options().prefixCaching() ? "on" : "off");
+    }
+
+    void onStop(@Observes ShutdownEvent event) {
+        stopping = true;
+        if (thread != null) {
+            commands.add(() -> { });
+            try {
+                thread.join(10_000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    public boolean ready() {
+        return core != null && thread != null && thread.isAlive();
+    }
+
+    /** Checks a request without queueing it (the stateless checks; duplicates are caught on the engine thread). */
+    public void validate(GenerationRequest r) {
+        EngineCore c = requireCore();
+        CompletableFuture<Void> done = new CompletableFuture<>();
+        // validation reads engine state: run it on the engine thread
+        commands.add(() -> {
+            try {
+                c.validate(r);
+                done.complete(null);
+            } catch (RuntimeException e) {
+                done.completeExceptionally(e);
+            }
+        });
+        try {
+            done.get(30, TimeUnit.SECONDS);
+        } catch (java.util.concurrent.ExecutionException e) {
+            if (e.getCause() instanceof RuntimeException re) {
+                throw re;
+            }
+            throw new IllegalStateException(e.getCause());
+        } catch (Exception e) {
+            throw new IllegalStateException("engine did not answer: " + e, e);
+        }
+    }
+
+    /**
+     * Submits a request; the stream emits its tokens as they are produced and a last event with the
+     * finish reason, then completes. Cancelling the stream aborts the request.
+     */
+    public Multi<TokenEvent> generate(GenerationRequest r) {
+        EngineCore c = requireCore();
+        return Multi.createFrom().emitter((MultiEmitter<? super TokenEvent> em) -> {
+            TokenSink sink = new TokenSink() {
+                @Override
+                public void onTokens(int[] tokens) {
+                    if (tokens.length > 0) {
+                        em.emit(new TokenEvent(tokens, null, null));
+                    }
+                }
+
+                @Override
+                public void onFinish(FinishReason reason, String message) {
+                    em.emit(new TokenEvent(new int[0], reason, message));
+                    em.complete();
+                }
+            };
+            commands.add(() -> {
+                try {
+                    c.add(r, sink);
+                } catch (InvalidRequestException e) {
+                    em.fail(e);
+                }
+            });
+            em.onTermination(() -> commands.add(() -> c.abort(r.id())));
+        });
+    }
+
+    /** Runs {@code query} on the engine thread and returns its answer (metrics, tests). */
+    public <T> T query(Function<EngineCore, T> query) {
+        EngineCore c = requireCore();
+        CompletableFuture<T> f = new CompletableFuture<>();
+        commands.add(() -> {
+            try {
+                f.complete(query.apply(c));
+            } catch (RuntimeException e) {
+                f.completeExceptionally(e);
+            }
+        });
+        try {
+            return f.get(30, TimeUnit.SECONDS);
+        } catch (Exception e) {
+            throw new IllegalStateException("engine query failed: " + e, e);
+        }
+    }
+
+    /** The engine's counters, taken on the engine thread; empty before a model is loaded. */
+    public Optional<EngineMetrics> metrics() {
+        return core == null ? Optional.empty() : Optional.of(query(EngineCore::metrics));
+    }
+
+    private EngineCore requireCore() {
+        EngineCore c = core;
+        if (c == null) {
+            throw new IllegalStateException("no model is loaded");
+        }
+        return c;
+    }
+
+    private void loop() {
+        while (!stopping) {
+            try {
+                Runnable cmd = core.hasWork() ? commands.poll() : commands.poll(100, TimeUnit.MILLISECONDS);
+                while (cmd != null) {
+                    cmd.run();
+                    cmd = commands.poll();
+                }
+                if (core.hasWork()) {
+                    core.step();
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            } catch (RuntimeException | Error e) {
+                LOG.error("engine step failed", e);
+            }
+        }
+        core.close();
+    }
+}
