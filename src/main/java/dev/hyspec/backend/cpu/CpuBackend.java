@@ -277,6 +277,80 @@ public final class CpuBackend implements Backend {
     }
 
     @Override
+    public void writeKv(Tensor k, Tensor v, Tensor kPages, Tensor vPages, int[] blockTable, int pageSize, int start) {
+        int width = k.cols();
+        if (v.cols() != width || kPages.cols() != width || vPages.cols() != width || v.rows() != k.rows()) {
+            throw new IllegalArgumentException("writeKv shapes: k " + Arrays.toString(k.shape()) + ", v "
+                    + Arrays.toString(v.shape()) + ", kPages " + Arrays.toString(kPages.shape()) + ", vPages "
+                    + Arrays.toString(vPages.shape()));
+        }
+        float[] ks = f(k);
+        float[] vs = f(v);
+        float[] kp = f(kPages);
+        float[] vp = f(vPages);
+        for (int t = 0; t < k.rows(); t++) {
+            int dst = pageRow(blockTable, pageSize, start + t) * width;
+            System.arraycopy(ks, t * width, kp, dst, width);
+            System.arraycopy(vs, t * width, vp, dst, width);
+        }
+    }
+
+    @Override
+    public void pagedAttention(Tensor q, Tensor kPages, Tensor vPages, int[] blockTable, int pageSize, int numHeads,
+                               int numKvHeads, int headDim, int pastLen, Tensor out) {
+        float[] qs = f(q);
+        float[] ks = f(kPages);
+        float[] vs = f(vPages);
+        float[] os = f(out);
+        int tokens = q.rows();
+        int kvStride = numKvHeads * headDim;
+        if (kPages.cols() != kvStride || vPages.cols() != kvStride) {
+            throw new IllegalArgumentException("pagedAttention: pages " + Arrays.toString(kPages.shape()) + " / "
+                    + Arrays.toString(vPages.shape()) + " are not [rows, " + kvStride + "]");
+        }
+        int group = numHeads / numKvHeads;
+        float scale = (float) (1.0 / Math.sqrt(headDim));
+        int total = pastLen + tokens;
+        // Offset of each position's row in the pages, resolved once for all heads.
+        int[] rowOff = new int[total];
+        for (int j = 0; j < total; j++) {
+            rowOff[j] = pageRow(blockTable, pageSize, j) * kvStride;
+        }
+        float[] scores = new float[total];
+        Arrays.fill(os, 0f);
+        for (int t = 0; t < tokens; t++) {
+            int visible = pastLen + t + 1;
+            for (int h = 0; h < numHeads; h++) {
+                int qOff = (t * numHeads + h) * headDim;
+                int kvOff = (h / group) * headDim;
+                float max = Float.NEGATIVE_INFINITY;
+                for (int j = 0; j < visible; j++) {
+                    scores[j] = FastMath.dot(qs, qOff, ks, rowOff[j] + kvOff, headDim) * scale;
+                    max = Math.max(max, scores[j]);
+                }
+                float sum = 0f;
+                for (int j = 0; j < visible; j++) {
+                    scores[j] = (float) Math.exp(scores[j] - max);
+                    sum += scores[j];
+                }
+                for (int j = 0; j < visible; j++) {
+                    FastMath.axpy(scores[j] / sum, vs, rowOff[j] + kvOff, os, qOff, headDim);
+                }
+            }
+        }
+    }
+
+    /** The row of a paged cache that holds position {@code p}. */
+    private static int pageRow(int[] blockTable, int pageSize, int p) {
+        int page = p / pageSize;
+        if (p < 0 || page >= blockTable.length) {
+            throw new IndexOutOfBoundsException("position " + p + " is outside a block table of " + blockTable.length
+                    + " pages of " + pageSize);
+        }
+        return blockTable[page] * pageSize + p % pageSize;
+    }
+
+    @Override
     public void attention(Tensor q, Tensor kCache, Tensor vCache, int numHeads, int numKvHeads, int headDim,
                           int pastLen, Tensor out) {
         float[] qs = f(q);
@@ -344,9 +418,51 @@ public final class CpuBackend implements Backend {
     }
 
     @Override
-    public void mamba2Scan(Tensor state, StateLayout layout, Tensor xBC, Tensor dtRaw, Tensor dtBias, Tensor aLog, Tensor d,
-                           Mamba2Dims dims, Tensor y) {
-        float[] s = f(state);
+    public void shiftWindow(Tensor window, Tensor x, int count) {
+        float[] win = f(window);
+        float[] xs = f(x);
+        int channels = window.rows();
+        int keep = window.cols();
+        if (x.cols() != channels || count < 0 || count > x.rows()) {
+            throw new IllegalArgumentException("shiftWindow: window " + Arrays.toString(window.shape()) + ", x "
+                    + Arrays.toString(x.shape()) + ", count " + count);
+        }
+        if (count == 0 || keep == 0) {
+            return;
+        }
+        // The window keeps its last keep − count columns (none when count ≥ keep), then takes the
+        // last min(count, keep) rows of x.
+        int fromWindow = Math.max(keep - count, 0);
+        for (int c = 0; c < channels; c++) {
+            int w0 = c * keep;
+            System.arraycopy(win, w0 + keep - fromWindow, win, w0, fromWindow);
+            for (int i = fromWindow; i < keep; i++) {
+                win[w0 + i] = xs[(count - keep + i) * channels + c];
+            }
+        }
+    }
+
+    // Mamba2. Per head the state is [P, N] (VK, N contiguous) or [N, P] (KV, P contiguous); both
+    // layouts run along their contiguous dimension with FastMath.
+
+    @Override
+    public void mamba2Scan(Tensor state, StateLayout layout, Tensor xBC, Tensor dtRaw, Tensor dtBias, Tensor aLog,
+                           Tensor d, Mamba2Dims dims, Tensor y) {
+        checkState(state, dims.numHeads() * dims.headDim() * dims.stateSize());
+        mamba2Run(f(state), layout, xBC, dtRaw, dtBias, aLog, d, dims, null, y);
+    }
+
+    @Override
+    public void mamba2ScanStates(Tensor state, StateLayout layout, Tensor xBC, Tensor dtRaw, Tensor dtBias,
+                                 Tensor aLog, Tensor d, Mamba2Dims dims, Tensor[] states, Tensor y) {
+        checkState(state, dims.numHeads() * dims.headDim() * dims.stateSize());
+        checkStates(states, xBC.rows(), state);
+        mamba2Run(f(state).clone(), layout, xBC, dtRaw, dtBias, aLog, d, dims, states, y);
+    }
+
+    /** The Mamba2 recurrence on {@code s}, copying it to {@code states[t]} after each token when not null. */
+    private static void mamba2Run(float[] s, StateLayout layout, Tensor xBC, Tensor dtRaw, Tensor dtBias,
+                                  Tensor aLog, Tensor d, Mamba2Dims dims, Tensor[] states, Tensor y) {
         float[] in = f(xBC);
         float[] dtr = f(dtRaw);
         float[] dtb = f(dtBias);
@@ -363,82 +479,369 @@ public final class CpuBackend implements Backend {
         for (int t = 0; t < xBC.rows(); t++) {
             int row = t * conv;
             for (int h = 0; h < heads; h++) {
-                float dt = FastMath.softplus(dtr[t * heads + h] + dtb[h]);
-                dt = Math.min(Math.max(dt, dims.dtMin()), dims.dtMax());
-                float decay = (float) Math.exp(dt * -(float) Math.exp(al[h]));
+                float dt = mamba2Dt(dtr[t * heads + h], dtb[h], dims);
+                float decay = (float) Math.exp(dt * mamba2A(al[h]));
                 int g = h / headsPerGroup;
+                int xIdx = row + h * p;
                 int bIdx = row + bOff + g * n;
                 int cIdx = row + cOff + g * n;
-                for (int i = 0; i < p; i++) {
-                    float xi = in[row + h * p + i];
-                    int sOff = (h * p + i) * n;
-                    for (int k = 0; k < n; k++) {
-                        s[sOff + k] *= decay;
+                int sOff = h * p * n;
+                int yOff = (t * heads + h) * p;
+                if (layout == StateLayout.VK) {
+                    for (int i = 0; i < p; i++) {
+                        float xi = in[xIdx + i];
+                        int rOff = sOff + i * n;
+                        scale(s, rOff, n, decay);
+                        FastMath.axpy(dt * xi, in, bIdx, s, rOff, n);
+                        ys[yOff + i] = FastMath.dot(s, rOff, in, cIdx, n) + dd[h] * xi;
                     }
-                    FastMath.axpy(dt * xi, in, bIdx, s, sOff, n);
-                    ys[t * heads * p + h * p + i] = FastMath.dot(s, sOff, in, cIdx, n) + dd[h] * xi;
+                } else {
+                    for (int k = 0; k < n; k++) {
+                        int rOff = sOff + k * p;
+                        scale(s, rOff, p, decay);
+                        FastMath.axpy(dt * in[bIdx + k], in, xIdx, s, rOff, p);
+                    }
+                    for (int i = 0; i < p; i++) {
+                        ys[yOff + i] = dd[h] * in[xIdx + i];
+                    }
+                    for (int k = 0; k < n; k++) {
+                        FastMath.axpy(in[cIdx + k], s, sOff + k * p, ys, yOff, p);
+                    }
+                }
+            }
+            if (states != null) {
+                System.arraycopy(s, 0, f(states[t]), 0, s.length);
+            }
+        }
+    }
+
+    @Override
+    public void mamba2Replay(Tensor state, StateLayout layout, Tensor history, int count, Mamba2Dims dims) {
+        float[] s = f(state);
+        float[] hs = f(history);
+        int heads = dims.numHeads();
+        int p = dims.headDim();
+        int n = dims.stateSize();
+        checkState(state, heads * p * n);
+        int width = mamba2HistoryWidth(dims);
+        checkHistory(history, width, count);
+        if (count == 0) {
+            return;
+        }
+        int headsPerGroup = heads / dims.nGroups();
+        int hB = dims.innerSize();
+        int hDt = hB + dims.nGroups() * n;
+        int hC = hDt + heads;
+        int last = (count - 1) * width;
+        for (int h = 0; h < heads; h++) {
+            float cLast = hs[last + hC + h];
+            int sOff = h * p * n;
+            int g = h / headsPerGroup;
+            scale(s, sOff, p * n, (float) Math.exp(cLast));
+            for (int j = 0; j < count; j++) {
+                int jr = j * width;
+                float w = (float) Math.exp(cLast - hs[jr + hC + h]) * hs[jr + hDt + h];
+                int xIdx = jr + h * p;
+                int bIdx = jr + hB + g * n;
+                if (layout == StateLayout.VK) {
+                    for (int i = 0; i < p; i++) {
+                        FastMath.axpy(w * hs[xIdx + i], hs, bIdx, s, sOff + i * n, n);
+                    }
+                } else {
+                    for (int k = 0; k < n; k++) {
+                        FastMath.axpy(w * hs[bIdx + k], hs, xIdx, s, sOff + k * p, p);
+                    }
                 }
             }
         }
     }
 
     @Override
-    public void gatedDeltaScan(Tensor state, StateLayout layout, Tensor qkv, Tensor a, Tensor b, Tensor aLog, Tensor dtBias,
-                               GdnDims dims, Tensor out) {
+    public void mamba2ReplayOutputs(Tensor state, StateLayout layout, Tensor xBC, Tensor dtRaw, Tensor dtBias,
+                                    Tensor aLog, Tensor d, Mamba2Dims dims, Tensor history, Tensor y) {
         float[] s = f(state);
+        float[] in = f(xBC);
+        float[] dtr = f(dtRaw);
+        float[] dtb = f(dtBias);
+        float[] al = f(aLog);
+        float[] dd = f(d);
+        float[] hs = f(history);
+        float[] ys = f(y);
+        int tokens = xBC.rows();
+        int heads = dims.numHeads();
+        int p = dims.headDim();
+        int n = dims.stateSize();
+        checkState(state, heads * p * n);
+        int width = mamba2HistoryWidth(dims);
+        checkHistory(history, width, tokens);
+        int headsPerGroup = heads / dims.nGroups();
+        int conv = dims.convDim();
+        int cOff = dims.innerSize() + dims.nGroups() * n;
+        int hB = dims.innerSize();
+        int hDt = hB + dims.nGroups() * n;
+        int hC = hDt + heads;
+        // History rows: x | B straight from xBC (they are its first H·P + G·N columns), dt, and the
+        // running sum c of A·dt from the start of this call.
+        float[] c = new float[heads];
+        for (int t = 0; t < tokens; t++) {
+            int hr = t * width;
+            System.arraycopy(in, t * conv, hs, hr, hDt);
+            for (int h = 0; h < heads; h++) {
+                float dt = mamba2Dt(dtr[t * heads + h], dtb[h], dims);
+                c[h] += mamba2A(al[h]) * dt;
+                hs[hr + hDt + h] = dt;
+                hs[hr + hC + h] = c[h];
+            }
+        }
+        // y_t = e^{c_t}·(C_t·S) + Σ_{j≤t} (C_t·B_j)·e^{c_t−c_j}·dt_j·x_j + D·x_t, from the history rows.
+        for (int t = 0; t < tokens; t++) {
+            int row = t * conv;
+            int hr = t * width;
+            for (int h = 0; h < heads; h++) {
+                int g = h / headsPerGroup;
+                int cIdx = row + cOff + g * n;
+                int sOff = h * p * n;
+                int yOff = (t * heads + h) * p;
+                float ct = hs[hr + hC + h];
+                float carry = (float) Math.exp(ct);
+                if (layout == StateLayout.VK) {
+                    for (int i = 0; i < p; i++) {
+                        ys[yOff + i] = carry * FastMath.dot(s, sOff + i * n, in, cIdx, n);
+                    }
+                } else {
+                    Arrays.fill(ys, yOff, yOff + p, 0f);
+                    for (int k = 0; k < n; k++) {
+                        FastMath.axpy(in[cIdx + k], s, sOff + k * p, ys, yOff, p);
+                    }
+                    scale(ys, yOff, p, carry);
+                }
+                for (int j = 0; j <= t; j++) {
+                    int jr = j * width;
+                    float cb = FastMath.dot(in, cIdx, hs, jr + hB + g * n, n);
+                    float w = cb * (float) Math.exp(ct - hs[jr + hC + h]) * hs[jr + hDt + h];
+                    FastMath.axpy(w, hs, jr + h * p, ys, yOff, p);
+                }
+                FastMath.axpy(dd[h], in, row + h * p, ys, yOff, p);
+            }
+        }
+    }
+
+    /** {@code dt = clamp(softplus(dtRaw + dtBias), dtMin, dtMax)}. */
+    private static float mamba2Dt(float raw, float bias, Mamba2Dims dims) {
+        float dt = FastMath.softplus(raw + bias);
+        return Math.min(Math.max(dt, dims.dtMin()), dims.dtMax());
+    }
+
+    /** {@code A = −exp(aLog)}. */
+    private static float mamba2A(float aLog) {
+        return -(float) Math.exp(aLog);
+    }
+
+    private static int mamba2HistoryWidth(Mamba2Dims dims) {
+        return dims.innerSize() + dims.nGroups() * dims.stateSize() + 2 * dims.numHeads();
+    }
+
+    // Gated DeltaNet. Per head the state is [Dk, Dv] (KV, Dv contiguous) or [Dv, Dk] (VK, Dk contiguous).
+
+    @Override
+    public void gatedDeltaScan(Tensor state, StateLayout layout, Tensor qkv, Tensor a, Tensor b, Tensor aLog,
+                               Tensor dtBias, GdnDims dims, Tensor out) {
+        checkState(state, dims.numValueHeads() * dims.keyHeadDim() * dims.valueHeadDim());
+        gdnRun(f(state), layout, qkv, a, b, aLog, dtBias, dims, null, null, out);
+    }
+
+    @Override
+    public void gatedDeltaScanStates(Tensor state, StateLayout layout, Tensor qkv, Tensor a, Tensor b, Tensor aLog,
+                                     Tensor dtBias, GdnDims dims, Tensor[] states, Tensor out) {
+        checkState(state, dims.numValueHeads() * dims.keyHeadDim() * dims.valueHeadDim());
+        checkStates(states, qkv.rows(), state);
+        gdnRun(f(state).clone(), layout, qkv, a, b, aLog, dtBias, dims, states, null, out);
+    }
+
+    @Override
+    public void gatedDeltaReplayOutputs(Tensor state, StateLayout layout, Tensor qkv, Tensor a, Tensor b,
+                                        Tensor aLog, Tensor dtBias, GdnDims dims, Tensor history, Tensor out) {
+        checkState(state, dims.numValueHeads() * dims.keyHeadDim() * dims.valueHeadDim());
+        checkHistory(history, gdnHistoryWidth(dims), qkv.rows());
+        gdnRun(f(state).clone(), layout, qkv, a, b, aLog, dtBias, dims, null, f(history), out);
+    }
+
+    /**
+     * The gated delta rule on {@code s}; after each token copies it to {@code states[t]} when states is
+     * not null, and writes the token's replay history row to {@code hist} when that is not null.
+     */
+    private static void gdnRun(float[] s, StateLayout layout, Tensor qkv, Tensor a, Tensor b, Tensor aLog,
+                               Tensor dtBias, GdnDims dims, Tensor[] states, float[] hist, Tensor out) {
         float[] in = f(qkv);
         float[] as = f(a);
         float[] bs = f(b);
         float[] al = f(aLog);
         float[] dtb = f(dtBias);
         float[] os = f(out);
+        int hk = dims.numKeyHeads();
         int hv = dims.numValueHeads();
         int dk = dims.keyHeadDim();
         int dv = dims.valueHeadDim();
-        int perKeyHead = hv / dims.numKeyHeads();
+        int keyDim = dims.keyDim();
+        int perKeyHead = hv / hk;
         int conv = dims.convDim();
+        int width = gdnHistoryWidth(dims);
+        int hG = keyDim + dims.valueDim();
+        int hBeta = hG + hv;
         float qScale = (float) (1.0 / Math.sqrt(dk));
-        float[] q = new float[dk];
-        float[] k = new float[dk];
+        float[] q = new float[keyDim];
+        float[] k = new float[keyDim];
         float[] delta = new float[dv];
         for (int t = 0; t < qkv.rows(); t++) {
             int row = t * conv;
+            for (int kh = 0; kh < hk; kh++) {
+                l2normalize(in, row + kh * dk, q, kh * dk, dk, qScale);
+                l2normalize(in, row + keyDim + kh * dk, k, kh * dk, dk, 1f);
+            }
+            int hr = t * width;
+            if (hist != null) {
+                System.arraycopy(k, 0, hist, hr, keyDim);
+                System.arraycopy(in, row + 2 * keyDim, hist, hr + keyDim, dims.valueDim());
+            }
             for (int h = 0; h < hv; h++) {
-                int kh = h / perKeyHead;
-                l2normalize(in, row + kh * dk, q, dk, qScale);
-                l2normalize(in, row + dims.keyDim() + kh * dk, k, dk, 1f);
-                int vOff = row + 2 * dims.keyDim() + h * dv;
+                int kOff = (h / perKeyHead) * dk;
                 float beta = FastMath.sigmoid(bs[t * hv + h]);
                 float g = -(float) Math.exp(al[h]) * FastMath.softplus(as[t * hv + h] + dtb[h]);
-                float decay = (float) Math.exp(g);
-                int sOff = h * dk * dv;
-                // S ← S·e^g ;  δ = β (v − Sᵀk)
-                for (int i = 0; i < dk * dv; i++) {
-                    s[sOff + i] *= decay;
+                if (hist != null) {
+                    hist[hr + hG + h] = g;
+                    hist[hr + hBeta + h] = beta;
                 }
-                Arrays.fill(delta, 0f);
-                for (int i = 0; i < dk; i++) {
-                    FastMath.axpy(k[i], s, sOff + i * dv, delta, 0, dv);
+                gdnToken(s, h * dk * dv, layout, dk, dv, k, kOff, in, row + 2 * keyDim + h * dv,
+                        (float) Math.exp(g), beta, delta, q, os, (t * hv + h) * dv);
+            }
+            if (states != null) {
+                System.arraycopy(s, 0, f(states[t]), 0, s.length);
+            }
+        }
+    }
+
+    @Override
+    public void gatedDeltaReplay(Tensor state, StateLayout layout, Tensor history, int count, GdnDims dims) {
+        float[] s = f(state);
+        float[] hs = f(history);
+        int hv = dims.numValueHeads();
+        int dk = dims.keyHeadDim();
+        int dv = dims.valueHeadDim();
+        checkState(state, hv * dk * dv);
+        int width = gdnHistoryWidth(dims);
+        checkHistory(history, width, count);
+        int keyDim = dims.keyDim();
+        int perKeyHead = hv / dims.numKeyHeads();
+        int hG = keyDim + dims.valueDim();
+        int hBeta = hG + hv;
+        float[] delta = new float[dv];
+        for (int j = 0; j < count; j++) {
+            int jr = j * width;
+            for (int h = 0; h < hv; h++) {
+                gdnToken(s, h * dk * dv, layout, dk, dv, hs, jr + (h / perKeyHead) * dk, hs, jr + keyDim + h * dv,
+                        (float) Math.exp(hs[jr + hG + h]), hs[jr + hBeta + h], delta, null, null, 0);
+            }
+        }
+    }
+
+    /**
+     * One token of one head: {@code S ← S·decay; δ = β(v − Sᵀk); S ← S + kδᵀ}, then, when q is not
+     * null, {@code o = Sᵀq} written to {@code o[oOff …]}. k (and q) start at {@code kOff}.
+     */
+    private static void gdnToken(float[] s, int sOff, StateLayout layout, int dk, int dv, float[] k, int kOff,
+                                 float[] v, int vOff, float decay, float beta, float[] delta, float[] q, float[] o,
+                                 int oOff) {
+        if (layout == StateLayout.KV) {
+            scale(s, sOff, dk * dv, decay);
+            Arrays.fill(delta, 0f);
+            for (int i = 0; i < dk; i++) {
+                FastMath.axpy(k[kOff + i], s, sOff + i * dv, delta, 0, dv);
+            }
+            for (int j = 0; j < dv; j++) {
+                delta[j] = (v[vOff + j] - delta[j]) * beta;
+            }
+            if (q != null) {
+                Arrays.fill(o, oOff, oOff + dv, 0f);
+            }
+            for (int i = 0; i < dk; i++) {
+                FastMath.axpy(k[kOff + i], delta, 0, s, sOff + i * dv, dv);
+                if (q != null) {
+                    FastMath.axpy(q[kOff + i], s, sOff + i * dv, o, oOff, dv);
                 }
-                for (int j = 0; j < dv; j++) {
-                    delta[j] = (in[vOff + j] - delta[j]) * beta;
-                }
-                // S ← S + k δᵀ ;  o = Sᵀq
-                int oOff = (t * hv + h) * dv;
-                Arrays.fill(os, oOff, oOff + dv, 0f);
-                for (int i = 0; i < dk; i++) {
-                    FastMath.axpy(k[i], delta, 0, s, sOff + i * dv, dv);
-                    FastMath.axpy(q[i], s, sOff + i * dv, os, oOff, dv);
+            }
+        } else {
+            // Row j of the head's [Dv, Dk] matrix is column j of the KV matrix: it updates on its own.
+            for (int j = 0; j < dv; j++) {
+                int rOff = sOff + j * dk;
+                scale(s, rOff, dk, decay);
+                float dj = (v[vOff + j] - FastMath.dot(s, rOff, k, kOff, dk)) * beta;
+                FastMath.axpy(dj, k, kOff, s, rOff, dk);
+                if (q != null) {
+                    o[oOff + j] = FastMath.dot(s, rOff, q, kOff, dk);
                 }
             }
         }
     }
 
-    /** {@code dst = scale · x / sqrt(Σx² + 1e−6)} (the FLA / HF {@code l2norm}). */
-    private static void l2normalize(float[] src, int off, float[] dst, int n, float scale) {
+    private static int gdnHistoryWidth(GdnDims dims) {
+        return dims.keyDim() + dims.valueDim() + 2 * dims.numValueHeads();
+    }
+
+    /** {@code dst[dstOff …] = scale · x / sqrt(Σx² + 1e−6)} (the FLA / HF {@code l2norm}). */
+    private static void l2normalize(float[] src, int off, float[] dst, int dstOff, int n, float scale) {
         float inv = (float) (1.0 / Math.sqrt(FastMath.dot(src, off, src, off, n) + 1e-6)) * scale;
         for (int i = 0; i < n; i++) {
-            dst[i] = src[off + i] * inv;
+            dst[dstOff + i] = src[off + i] * inv;
+        }
+    }
+
+    @Override
+    public void transposeState(Tensor state, int heads, int rows, int cols) {
+        float[] s = f(state);
+        int size = rows * cols;
+        if ((long) heads * size != s.length) {
+            throw new IllegalArgumentException("transposeState: " + state + " is not [" + heads + ", " + rows + ", "
+                    + cols + "]");
+        }
+        float[] tmp = new float[size];
+        for (int h = 0; h < heads; h++) {
+            int off = h * size;
+            System.arraycopy(s, off, tmp, 0, size);
+            for (int r = 0; r < rows; r++) {
+                for (int c = 0; c < cols; c++) {
+                    s[off + c * rows + r] = tmp[r * cols + c];
+                }
+            }
+        }
+    }
+
+    /** {@code a[off …] *= factor}. */
+    private static void scale(float[] a, int off, int n, float factor) {
+        for (int i = 0; i < n; i++) {
+            a[off + i] *= factor;
+        }
+    }
+
+    private static void checkState(Tensor state, long numel) {
+        if (state.numel() != numel) {
+            throw new IllegalArgumentException("state " + state + " does not hold " + numel + " elements");
+        }
+    }
+
+    private static void checkStates(Tensor[] states, int tokens, Tensor state) {
+        if (states.length < tokens) {
+            throw new IllegalArgumentException(states.length + " state tensors for " + tokens + " tokens");
+        }
+        for (int t = 0; t < tokens; t++) {
+            if (states[t].numel() != state.numel()) {
+                throw new IllegalArgumentException("states[" + t + "] " + states[t] + " differs in size from " + state);
+            }
+        }
+    }
+
+    private static void checkHistory(Tensor history, int width, int rows) {
+        if (history.cols() != width || rows < 0 || rows > history.rows()) {
+            throw new IllegalArgumentException("history " + history + " is not [≥" + rows + ", " + width + "]");
         }
     }
 
@@ -462,63 +865,6 @@ public final class CpuBackend implements Backend {
         for (int i = 0; i < rows.length; i++) {
             FastMath.axpy(scale[i], s, i * cols, d, rows[i] * cols, cols);
         }
-    }
-
-    // ---- not yet implemented (stubs) ----
-
-    @Override
-    public void writeKv(Tensor k, Tensor v, Tensor kPages, Tensor vPages, int[] blockTable, int pageSize, int start) {
-        throw new UnsupportedOperationException("writeKv");
-    }
-
-    @Override
-    public void pagedAttention(Tensor q, Tensor kPages, Tensor vPages, int[] blockTable, int pageSize, int numHeads,
-                               int numKvHeads, int headDim, int pastLen, Tensor out) {
-        throw new UnsupportedOperationException("pagedAttention");
-    }
-
-    @Override
-    public void shiftWindow(Tensor window, Tensor x, int count) {
-        throw new UnsupportedOperationException("shiftWindow");
-    }
-
-    @Override
-    public void mamba2ScanStates(Tensor state, StateLayout layout, Tensor xBC, Tensor dtRaw, Tensor dtBias,
-                                 Tensor aLog, Tensor d, Mamba2Dims dims, Tensor[] states, Tensor y) {
-        throw new UnsupportedOperationException("mamba2ScanStates");
-    }
-
-    @Override
-    public void mamba2Replay(Tensor state, StateLayout layout, Tensor history, int count, Mamba2Dims dims) {
-        throw new UnsupportedOperationException("mamba2Replay");
-    }
-
-    @Override
-    public void mamba2ReplayOutputs(Tensor state, StateLayout layout, Tensor xBC, Tensor dtRaw, Tensor dtBias,
-                                    Tensor aLog, Tensor d, Mamba2Dims dims, Tensor history, Tensor y) {
-        throw new UnsupportedOperationException("mamba2ReplayOutputs");
-    }
-
-    @Override
-    public void gatedDeltaScanStates(Tensor state, StateLayout layout, Tensor qkv, Tensor a, Tensor b, Tensor aLog,
-                                     Tensor dtBias, GdnDims dims, Tensor[] states, Tensor out) {
-        throw new UnsupportedOperationException("gatedDeltaScanStates");
-    }
-
-    @Override
-    public void gatedDeltaReplay(Tensor state, StateLayout layout, Tensor history, int count, GdnDims dims) {
-        throw new UnsupportedOperationException("gatedDeltaReplay");
-    }
-
-    @Override
-    public void gatedDeltaReplayOutputs(Tensor state, StateLayout layout, Tensor qkv, Tensor a, Tensor b,
-                                        Tensor aLog, Tensor dtBias, GdnDims dims, Tensor history, Tensor out) {
-        throw new UnsupportedOperationException("gatedDeltaReplayOutputs");
-    }
-
-    @Override
-    public void transposeState(Tensor state, int heads, int rows, int cols) {
-        throw new UnsupportedOperationException("transposeState");
     }
 
     @Override
