@@ -107,10 +107,6 @@ public interface Backend extends AutoCloseable {
     void pagedAttention(Tensor q, Tensor kPages, Tensor vPages, int[] blockTable, int pageSize, int numHeads,
                         int numKvHeads, int headDim, int pastLen, Tensor out);
 
-    /** Contiguous-cache attention; being replaced by {@link #pagedAttention}. */
-    void attention(Tensor q, Tensor kCache, Tensor vCache, int numHeads, int numKvHeads, int headDim, int pastLen,
-                   Tensor out);
-
     // ---- recurrent layers ----
     //
     // A recurrent state is one matrix per head. StateLayout.KV stores it [key, value] (value

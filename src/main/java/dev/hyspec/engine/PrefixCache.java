@@ -197,14 +197,19 @@ final class PrefixCache {
     }
 
     private void drop(Block b) {
+        if (!b.live) {
+            return;
+        }
+        b.live = false;
         for (Block c : List.copyOf(b.children)) {
             drop(c);
         }
         if (b.parent != null) {
             b.parent.children.remove(b);
         }
-        blocks.remove(b.key);
-        b.live = false;
+        if (blocks.get(b.key) == b) {
+            blocks.remove(b.key);
+        }
         for (int p : b.pages) {
             kv.release(p);
         }

@@ -350,7 +350,10 @@ public final class CpuBackend implements Backend {
         return blockTable[page] * pageSize + p % pageSize;
     }
 
-    @Override
+    /**
+     * Causal GQA attention over a contiguous cache (row {@code i} = position {@code i}): the plain form
+     * {@link #pagedAttention} is tested against.
+     */
     public void attention(Tensor q, Tensor kCache, Tensor vCache, int numHeads, int numKvHeads, int headDim,
                           int pastLen, Tensor out) {
         float[] qs = f(q);
