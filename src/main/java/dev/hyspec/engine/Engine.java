@@ -2,6 +2,7 @@ package dev.hyspec.engine;
 
 import dev.hyspec.config.HyspecConfig;
 import dev.hyspec.state.LayoutPolicy;
+import dev.hyspec.state.MambaStatePool;
 import dev.hyspec.state.RollbackStrategy;
 import io.quarkus.runtime.ShutdownEvent;
 import io.quarkus.runtime.StartupEvent;
@@ -47,7 +48,8 @@ public class Engine {
         this.strategyBeans = strategyBeans;
     }
 
-    void onStart(@Observes @Priority(jakarta.interceptor.Interceptor.Priority.APPLICATION + 100) StartupEvent event) {
+    /** Runs after {@link ModelRegistry} has loaded the model (a later observer priority). */
+    void onStart(@Observes @Priority(jakarta.interceptor.Interceptor.Priority.APPLICATION + 1000) StartupEvent event) {
         registry.model().ifPresent(m -> start(new EngineCore(m.model(), options(config), strategies())));
     }
 
@@ -132,7 +134,7 @@ public class Engine {
         return core != null && thread != null && thread.isAlive();
     }
 
-    /** Checks a request without queueing it (the stateless checks; duplicates are caught on the engine thread). */
+    /** Checks a request without queueing it; throws {@link InvalidRequestException} naming the field at fault. */
     public void validate(GenerationRequest r) {
         EngineCore c = requireCore();
         CompletableFuture<Void> done = new CompletableFuture<>();
@@ -210,6 +212,17 @@ public class Engine {
     /** The engine's counters, taken on the engine thread; empty before a model is loaded. */
     public Optional<EngineMetrics> metrics() {
         return core == null ? Optional.empty() : Optional.of(query(EngineCore::metrics));
+    }
+
+    /**
+     * The recurrent state pool of the running engine, as a bean (null before a model is loaded).
+     * Only the engine thread may change it; other code reads it through {@link #query}.
+     */
+    @jakarta.enterprise.inject.Produces
+    @jakarta.enterprise.context.Dependent
+    MambaStatePool statePool() {
+        EngineCore c = core;
+        return c == null ? null : c.store().pool();
     }
 
     private EngineCore requireCore() {
