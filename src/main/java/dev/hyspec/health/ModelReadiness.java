@@ -1,23 +1,29 @@
 package dev.hyspec.health;
 
+import dev.hyspec.engine.Engine;
 import dev.hyspec.engine.ModelRegistry;
 import jakarta.enterprise.context.ApplicationScoped;
 import org.eclipse.microprofile.health.HealthCheck;
 import org.eclipse.microprofile.health.HealthCheckResponse;
 import org.eclipse.microprofile.health.Readiness;
 
-/** Ready once a model is loaded on its backend. */
+/** Ready once a model is loaded on its backend and the engine thread is running. */
 @Readiness
 @ApplicationScoped
 public class ModelReadiness implements HealthCheck {
     private final ModelRegistry registry;
+    private final Engine engine;
 
-    public ModelReadiness(ModelRegistry registry) {
+    public ModelReadiness(ModelRegistry registry, Engine engine) {
         this.registry = registry;
+        this.engine = engine;
     }
 
     @Override
     public HealthCheckResponse call() {
+        if (registry.model().isPresent() && !engine.ready()) {
+            return HealthCheckResponse.named("model").down().withData("reason", "the engine thread is not running").build();
+        }
         return registry.model()
                 .map(m -> HealthCheckResponse.named("model").up().withData("model", m.id())
                         .withData("architecture", m.model().config().architecture().hfName())
