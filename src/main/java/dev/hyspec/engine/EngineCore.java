@@ -131,6 +131,12 @@ public final class EngineCore implements AutoCloseable {
             throw new InvalidRequestException("num_speculative_tokens", "num_speculative_tokens must be in [0, "
                     + (options.maxNumBatchedTokens() - 1) + "], got " + r.numDrafts());
         }
+        int kvTokens = options.kvPages() * options.pageSize();
+        if (model.kvWidths().length > 0 && r.prompt().length + r.sampling().maxTokens() > kvTokens) {
+            throw new InvalidRequestException("max_tokens", "the prompt and max_tokens need "
+                    + (r.prompt().length + r.sampling().maxTokens()) + " positions but the KV cache holds "
+                    + kvTokens + " (hyspec.kv-cache.pages × page-size)");
+        }
         if (requests.containsKey(r.id())) {
             throw new InvalidRequestException("id", "request id " + r.id() + " is already running");
         }
@@ -330,7 +336,7 @@ public final class EngineCore implements AutoCloseable {
             // blocks completed by this chunk; the chunk ends on a boundary, so its last block gets the state
             cacheBlocks(r, before, r.numComputedTokens, false, (end, target) -> store.pool().copy(r.slot, target));
         }
-        if (r.numComputedTokens == r.prefillEnd) {
+        if (r.numComputedTokens == r.length) {
             int token = sampler.sample(logits[0], r.request.sampling(), r.rng);
             emit(r, new int[] {token});
         }
@@ -355,7 +361,7 @@ public final class EngineCore implements AutoCloseable {
         st.generateRows++;
         st.draftTokens += drafts.length;
         st.acceptedDraftTokens += v.numAcceptedTokens();
-        st.rollbackNanos += System.nanoTime() - t0 + nanos;
+        st.generateNanos += System.nanoTime() - t0 + nanos;
         emit(r, v.outputTokens());
     }
 
@@ -531,7 +537,7 @@ public final class EngineCore implements AutoCloseable {
             int[] tokens = Arrays.copyOfRange(r.tokens, r.numComputedTokens, r.numComputedTokens + n);
             r.drafts = new int[0];
             return new BatchRow(r.slot, tokens, r.numComputedTokens, RowMode.PREFILL, null, r.pages,
-                    r.numComputedTokens + n == r.prefillEnd ? Logits.LAST : Logits.NONE);
+                    r.numComputedTokens + n == r.length ? Logits.LAST : Logits.NONE);
         }
         int k = Math.min(r.numDrafts, budget - 1);
         k = Math.min(k, r.request.sampling().maxTokens() - r.numOutput - 1);

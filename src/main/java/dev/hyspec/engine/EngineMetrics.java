@@ -15,7 +15,8 @@ public final class EngineMetrics {
         public long draftTokens;
         public long acceptedDraftTokens;
         public long outputTokens;
-        public long rollbackNanos;
+        /** Forward time attributed to this strategy's generate rows (by their share of the batch's tokens), plus commit. */
+        public long generateNanos;
 
         StrategyStats copy() {
             StrategyStats s = new StrategyStats();
@@ -24,7 +25,7 @@ public final class EngineMetrics {
             s.draftTokens = draftTokens;
             s.acceptedDraftTokens = acceptedDraftTokens;
             s.outputTokens = outputTokens;
-            s.rollbackNanos = rollbackNanos;
+            s.generateNanos = generateNanos;
             return s;
         }
 

@@ -57,10 +57,14 @@ final class RequestState {
         return numComputedTokens < prefillEnd;
     }
 
-    /** Back to the start: everything known is prefilled again (preemption by recompute). */
+    /**
+     * Back to the start (preemption by recompute): everything known is prefilled again — except,
+     * once it has output, the last sampled token, which the next generate row feeds as before. The
+     * request then draws its random numbers and drafts exactly as it would have without the preemption.
+     */
     void restart() {
         numComputedTokens = 0;
-        prefillEnd = length;
+        prefillEnd = numOutput > 0 ? length - 1 : length;
         slot = -1;
         pages = new int[0];
         cachedTail = null;
