@@ -334,7 +334,8 @@ public final class EngineCore implements AutoCloseable {
         metrics.prefillTokens += row.length();
         if (cache != null) {
             // blocks completed by this chunk; the chunk ends on a boundary, so its last block gets the state
-            cacheBlocks(r, before, r.numComputedTokens, false, (end, target) -> store.pool().copy(r.slot, target));
+            cacheBlocks(r, r.tokens, before, r.numComputedTokens, false,
+                    (end, target) -> store.pool().copy(r.slot, target));
         }
         if (r.numComputedTokens == r.length) {
             int token = sampler.sample(logits[0], r.request.sampling(), r.rng);
@@ -348,8 +349,11 @@ public final class EngineCore implements AutoCloseable {
         int accepted = v.numOutputTokens();   // a: accepted drafts + the bonus/recovered token
         int before = r.numComputedTokens;
         long t0 = System.nanoTime();
-        if (cache != null) {
-            cacheBlocks(r, before, before + accepted, true,
+        if (cache != null && (before / cache.blockSize() + 1) * cache.blockSize() <= before + accepted) {
+            // the committed tokens: the accepted drafts are not in r.tokens until emit appends them
+            int[] committed = Arrays.copyOf(r.tokens, before + accepted);
+            System.arraycopy(row.tokens(), 0, committed, before, accepted);
+            cacheBlocks(r, committed, before, before + accepted, true,
                     (end, target) -> r.strategy.snapshot(store.pool(), r.slot, recurrentOps, end - before, target));
         }
         r.strategy.commit(store.pool(), r.slot, recurrentOps, accepted);
@@ -374,8 +378,10 @@ public final class EngineCore implements AutoCloseable {
      * Records the blocks whose last position lies in {@code (from, to]}. A block gets a state
      * checkpoint when the engine has the exact state at its end: every boundary of a generate row
      * (the strategy snapshots inside the row), only the row's end for a prefill chunk.
+     * {@code tokens} holds the sequence's tokens up to at least {@code to}.
      */
-    private void cacheBlocks(RequestState r, int from, int to, boolean everyBoundary, Checkpointer checkpointer) {
+    private void cacheBlocks(RequestState r, int[] tokens, int from, int to, boolean everyBoundary,
+                             Checkpointer checkpointer) {
         int b = cache.blockSize();
         int pagesPerBlock = b / options.pageSize();
         for (int end = (from / b + 1) * b; end <= to; end += b) {
@@ -389,7 +395,7 @@ public final class EngineCore implements AutoCloseable {
             if (store.kv().enabled() && pages.length != pagesPerBlock) {
                 return;
             }
-            PrefixCache.Block block = cache.insert(parent, r.tokens, end - b, pages);
+            PrefixCache.Block block = cache.insert(parent, tokens, end - b, pages);
             if (block == null) {
                 return;
             }

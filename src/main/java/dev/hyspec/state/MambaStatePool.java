@@ -135,6 +135,7 @@ public final class MambaStatePool implements AutoCloseable {
     /** A new slot holding a copy of {@code src} (data and layout), or -1 when the pool is full. */
     public int fork(int src) {
         requireHeld(src);
+        requireSettled(src);   // before alloc: a refused fork must not leak the slot it took
         int dst = alloc();
         if (dst >= 0) {
             copy(src, dst);
@@ -145,21 +146,22 @@ public final class MambaStatePool implements AutoCloseable {
     /**
      * Copies the committed state of {@code src} into {@code dst}, layout flag included. The source
      * must be settled: a slot whose strategy still owes work ({@link SlotWorkspace#pending}) does not
-     * hold {@code S(L)} and copying it would spread a stale state.
+     * hold {@code S(L)} and copying it would spread a stale state. The destination's strategy
+     * buffers are reset: work it still owed belonged to the state the copy overwrites.
      */
     public void copy(int src, int dst) {
         requireHeld(src);
         requireHeld(dst);
-        for (SlotWorkspace w : workspaces.get(src).values()) {
-            if (w.pending()) {
-                throw new IllegalStateException("slot " + src + " has pending rollback work; settle it before copying");
-            }
-        }
+        requireSettled(src);
         for (int l = 0; l < layers.size(); l++) {
             backend.copy(conv[l][src], conv[l][dst]);
             backend.copy(ssm[l][src], ssm[l][dst]);
         }
         layout[dst] = layout[src];
+        // dst now holds src's settled S(L): whatever its strategies still owed belongs to the old data
+        for (SlotWorkspace w : workspaces.get(dst).values()) {
+            w.reset();
+        }
     }
 
     public void retain(int slot) {
@@ -228,6 +230,14 @@ public final class MambaStatePool implements AutoCloseable {
     @SuppressWarnings("unchecked")
     public <W extends SlotWorkspace> W workspaceIfPresent(int slot, String key) {
         return (W) workspaces.get(slot).get(key);
+    }
+
+    private void requireSettled(int src) {
+        for (SlotWorkspace w : workspaces.get(src).values()) {
+            if (w.pending()) {
+                throw new IllegalStateException("slot " + src + " has pending rollback work; settle it before copying");
+            }
+        }
     }
 
     private void requireHeld(int slot) {
