@@ -328,7 +328,8 @@ public final class EngineCore implements AutoCloseable {
         metrics.prefillTokens += row.length();
         if (cache != null) {
             // blocks completed by this chunk; the chunk ends on a boundary, so its last block gets the state
-            cacheBlocks(r, before, r.numComputedTokens, false, (end, target) -> store.pool().copy(r.slot, target));
+            cacheBlocks(r, r.tokens, before, r.numComputedTokens, false,
+                    (end, target) -> store.pool().copy(r.slot, target));
         }
         if (r.numComputedTokens == r.prefillEnd) {
             int token = sampler.sample(logits[0], r.request.sampling(), r.rng);
@@ -343,7 +344,9 @@ public final class EngineCore implements AutoCloseable {
         int before = r.numComputedTokens;
         long t0 = System.nanoTime();
         if (cache != null) {
-            cacheBlocks(r, before, before + accepted, true,
+            int[] fed = Arrays.copyOf(r.tokens, before + accepted);
+            System.arraycopy(row.tokens(), 0, fed, before, accepted);
+            cacheBlocks(r, fed, before, before + accepted, true,
                     (end, target) -> r.strategy.snapshot(store.pool(), r.slot, recurrentOps, end - before, target));
         }
         r.strategy.commit(store.pool(), r.slot, recurrentOps, accepted);
@@ -369,7 +372,8 @@ public final class EngineCore implements AutoCloseable {
      * checkpoint when the engine has the exact state at its end: every boundary of a generate row
      * (the strategy snapshots inside the row), only the row's end for a prefill chunk.
      */
-    private void cacheBlocks(RequestState r, int from, int to, boolean everyBoundary, Checkpointer checkpointer) {
+    private void cacheBlocks(RequestState r, int[] tokens, int from, int to, boolean everyBoundary,
+                             Checkpointer checkpointer) {
         int b = cache.blockSize();
         int pagesPerBlock = b / options.pageSize();
         for (int end = (from / b + 1) * b; end <= to; end += b) {
@@ -383,7 +387,7 @@ public final class EngineCore implements AutoCloseable {
             if (store.kv().enabled() && pages.length != pagesPerBlock) {
                 return;
             }
-            PrefixCache.Block block = cache.insert(parent, r.tokens, end - b, pages);
+            PrefixCache.Block block = cache.insert(parent, tokens, end - b, pages);
             if (block == null) {
                 return;
             }
@@ -594,10 +598,12 @@ public final class EngineCore implements AutoCloseable {
     }
 
     private int forkSlot(int src) {
+        store.pool().retain(src);
         int slot = allocSlot(true);
         if (slot >= 0) {
             store.pool().copy(src, slot);
         }
+        store.pool().release(src);
         return slot;
     }
 
