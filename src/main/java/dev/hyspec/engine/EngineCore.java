@@ -606,10 +606,12 @@ public final class EngineCore implements AutoCloseable {
     }
 
     private int forkSlot(int src) {
+        store.pool().retain(src);
         int slot = allocSlot(true);
         if (slot >= 0) {
             store.pool().copy(src, slot);
         }
+        store.pool().release(src);
         return slot;
     }
 
