@@ -29,15 +29,18 @@ import org.junit.jupiter.api.TestFactory;
  * where it is never preempted. Both strategies, prefix cache off and on. Only fixtures with attention
  * layers: preemption is triggered by KV pages, which a pure Mamba2 model does not use.
  *
- * <p>The sampled request does not speculate: its generator is drawn once per examined draft plus
- * once per emitted token, so which draw lands on which position depends on how steps split into
- * verify rows, and a recompute changes that split. Without drafts every position takes exactly one
- * draw, which makes the token sequence itself reproducible across preemption.
+ * <p>The sampled request speculates with a deterministic drafter (it proposes the last K tokens of
+ * its history), so its random draws depend on how its steps split into verify rows. A recompute
+ * prefills everything but the last sampled token and then resumes with the same generate rows, so the
+ * draws, and therefore the tokens, repeat exactly.
  */
 class PreemptionRecomputeTest {
     private static final int K = 4;
     private static final int OUTPUT = 60;
     private static final int SAMPLED_OUTPUT = 50;
+    /** Proposes the last {@code numDrafts} tokens of the history again: stateless and deterministic. */
+    private static final dev.hyspec.spec.Drafter REPEAT_LAST = (tokens, length, numDrafts) ->
+            Arrays.copyOfRange(tokens, Math.max(0, length - numDrafts), length);
     private static final int PAGES = 10;
 
     @TestFactory
@@ -84,7 +87,7 @@ class PreemptionRecomputeTest {
         // the sampled request alone in a roomy engine: never preempted
         EngineCore roomy = EngineHarness.engine(model, options(strategy, cache, 2048));
         EngineHarness.Collector alone = EngineHarness.run(roomy,
-                List.of(GenerationRequest.of("sampled", sampledPrompt, sampled(SAMPLED_OUTPUT)).withDrafter(null, 0)))
+                List.of(GenerationRequest.of("sampled", sampledPrompt, sampled(SAMPLED_OUTPUT)).withDrafter(REPEAT_LAST, K)))
                 .get("sampled");
         assertEquals(FinishReason.LENGTH, alone.reason, what + ": roomy sampled run");
         assertEquals(0, roomy.metrics().preemptions, what + ": no preemption in the roomy engine");
@@ -109,7 +112,8 @@ class PreemptionRecomputeTest {
             out.put(id, c);
         }
         EngineHarness.Collector sampledOut = new EngineHarness.Collector();
-        core.add(GenerationRequest.of("sampled", sampledPrompt, sampled(SAMPLED_OUTPUT)).withDrafter(null, 0), sampledOut);
+        core.add(GenerationRequest.of("sampled", sampledPrompt, sampled(SAMPLED_OUTPUT)).withDrafter(REPEAT_LAST, K),
+                sampledOut);
         out.put("sampled", sampledOut);
 
         Map<String, Integer> computed = new LinkedHashMap<>();
