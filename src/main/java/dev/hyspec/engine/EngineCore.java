@@ -586,6 +586,7 @@ public final class EngineCore implements AutoCloseable {
                     r.pages = pages.stream().mapToInt(Integer::intValue).toArray();
                     r.numComputedTokens = hit.block().end(cache.blockSize());
                     r.cachedTail = hit.block();
+                    cache.recordHit(hit);
                     metrics.prefixHits = cache.hits();
                     metrics.prefixHitTokens = cache.hitTokens();
                     return true;

@@ -88,8 +88,8 @@ final class PrefixCache {
     }
 
     /**
-     * The deepest cached state for a prefix of {@code tokens[0 … limit)}, or null. Counts the query
-     * and, on a hit, the tokens it saves.
+     * The deepest cached state for a prefix of {@code tokens[0 … limit)}, or null. Counts the query;
+     * the engine counts the hit with {@link #recordHit} once it has used it.
      */
     Hit lookup(int[] tokens, int limit) {
         queries++;
@@ -115,9 +115,13 @@ final class PrefixCache {
         for (int i = used.size() - 1; i >= 0; i--) {
             used.get(i).lastUsed = ++clock;
         }
-        hits++;
-        hitTokens += used.get(best).end(blockSize);
         return new Hit(used.get(best), used);
+    }
+
+    /** Counts a hit the engine used (a fork that found no free slot is not one). */
+    void recordHit(Hit hit) {
+        hits++;
+        hitTokens += hit.block().end(blockSize);
     }
 
     /**
