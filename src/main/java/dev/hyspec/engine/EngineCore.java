@@ -553,7 +553,8 @@ public final class EngineCore implements AutoCloseable {
             drafts = Arrays.copyOf(drafts, k);
         }
         r.drafts = drafts;
-        int[] tokens = new int[1 + drafts.length];
+        // the row: every token not yet computed, drafts included (numComputedTokens = length − 1 here)
+        int[] tokens = new int[r.numTokensWithSpec() - r.numComputedTokens];
         tokens[0] = r.tokens[r.length - 1];
         System.arraycopy(drafts, 0, tokens, 1, drafts.length);
         return new BatchRow(r.slot, tokens, r.numComputedTokens, RowMode.GENERATE, r.strategy, r.pages, Logits.ALL);

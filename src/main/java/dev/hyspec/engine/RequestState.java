@@ -70,6 +70,11 @@ final class RequestState {
         cachedTail = null;
     }
 
+    /** vLLM's {@code num_tokens_with_spec}: the known tokens plus this step's drafts. */
+    int numTokensWithSpec() {
+        return length + drafts.length;
+    }
+
     /** Token {@code i} of the sequence. */
     int token(int i) {
         return tokens[i];

@@ -16,8 +16,8 @@ import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.TestFactory;
 
 /**
- * DESIGN §8 scenario 8: thousands of tokens of greedy speculative decoding, on a Mamba2-family model
- * (Nemotron-H) and a Gated DeltaNet one (Qwen3.5), with both rollback strategies, with the engine's
+ * DESIGN §8 scenario 8: thousands of tokens of greedy speculative decoding, on every fixture
+ * (Mamba2, Nemotron-H, Qwen3.5, Qwen3-Next, ...), with both rollback strategies, with the engine's
  * n-gram drafter and with a noisy oracle (K = 4). The output equals the from-scratch reference token
  * for token all the way; the oracle's acceptance rate is the same in the first and the second half
  * (a state that drifted would make the target disagree with the oracle more and more), and both
@@ -31,8 +31,8 @@ class LongGenerationTest {
 
     @TestFactory
     Stream<DynamicTest> thousandsOfTokensStayExactAndAcceptanceStaysStable() {
-        return Stream.of("nemotron_h", "qwen3_5")
-                .map(name -> DynamicTest.dynamicTest(name, () -> check(EngineHarness.fixture(name))));
+        return EngineHarness.fixtures().stream()
+                .map(f -> DynamicTest.dynamicTest(f.name(), () -> check(f)));
     }
 
     /** The drafts proposed and accepted at each speculative step, with the output position it started at. */
