@@ -183,7 +183,7 @@ public class Engine {
             commands.add(() -> {
                 try {
                     c.add(r, sink);
-                } catch (InvalidRequestException e) {
+                } catch (RuntimeException e) {
                     em.fail(e);
                 }
             });
