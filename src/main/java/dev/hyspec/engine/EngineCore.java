@@ -532,8 +532,9 @@ public final class EngineCore implements AutoCloseable {
         if (r.prefilling()) {
             int remaining = r.prefillEnd - r.numComputedTokens;
             int n = Math.min(remaining, budget);
-            if (cache != null && n < remaining) {
-                // align mode: a chunk that does not finish the prefill ends on a block boundary
+            if (cache != null) {
+                // align mode: a chunk ends on a block boundary, so the state there can be saved; only
+                // the tail after the last boundary (shorter than a block) ends elsewhere
                 int b = cache.blockSize();
                 int aligned = (r.numComputedTokens + n) / b * b - r.numComputedTokens;
                 if (aligned > 0) {
@@ -607,14 +608,24 @@ public final class EngineCore implements AutoCloseable {
         return slot;
     }
 
+    /**
+     * A slot holding a copy of checkpoint {@code src}. When the pool is full the cache gives up its
+     * least recently used checkpoints; if that was {@code src} itself, the request takes its slot over.
+     */
     private int forkSlot(int src) {
-        store.pool().retain(src);
+        MambaStatePool pool = store.pool();
+        pool.retain(src);
         int slot = allocSlot(true);
         if (slot >= 0) {
-            store.pool().copy(src, slot);
+            pool.copy(src, slot);
+            pool.release(src);
+            return slot;
         }
-        store.pool().release(src);
-        return slot;
+        if (pool.refCount(src) == 1) {
+            return src;
+        }
+        pool.release(src);
+        return -1;
     }
 
     /** Gives the request pages for positions {@code [0, positions)}, evicting cached blocks if needed. */

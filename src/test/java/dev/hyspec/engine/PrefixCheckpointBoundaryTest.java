@@ -113,6 +113,8 @@ class PrefixCheckpointBoundaryTest {
         core.step();
         assertEquals(2, core.numRunning(), what + ": both admitted in the first step");
         assertEquals(promptH.length, core.computedTokensOf("H"), what + ": H's prompt consumed");
+        assertEquals(1, core.metrics().prefixHits, what + ": H restored the checkpoint although the pool was full");
+        assertEquals(B, core.metrics().prefixHitTokens, what + ": H skipped the cached block");
         core.settle("H");
         EngineHarness.assertStateEqualsRecompute(model, core.store().pool(), core.slotOf("H"), promptH,
                 what + ": H's state after its first step");
