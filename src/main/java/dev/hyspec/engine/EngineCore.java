@@ -549,7 +549,19 @@ public final class EngineCore implements AutoCloseable {
         int k = Math.min(r.numDrafts, budget - 1);
         k = Math.min(k, r.request.sampling().maxTokens() - r.numOutput - 1);
         k = Math.min(k, options.maxModelLen() - r.length - 1);
-        int[] drafts = k > 0 ? r.drafter.propose(r.tokens, r.length, k) : new int[0];
+        int[] drafts = new int[0];
+        if (k > 0) {
+            try {
+                drafts = r.drafter.propose(r.tokens, r.length, k);
+            } catch (RuntimeException e) {
+                // drafts only affect speed: a failing drafter means a plain decode step
+                drafts = new int[0];
+            }
+        }
+        int vocab = model.config().vocabSize();
+        if (Arrays.stream(drafts).anyMatch(t -> t < 0 || t >= vocab)) {
+            drafts = new int[0];
+        }
         if (drafts.length > k) {
             drafts = Arrays.copyOf(drafts, k);
         }
