@@ -295,6 +295,7 @@ public final class EngineCore implements AutoCloseable {
             return true;
         }
         long forwardNanos = System.nanoTime() - t0;
+        int batchTokens = totalTokens(rows);
         int vocab = model.config().vocabSize();
         int at = 0;
         for (Scheduled s : scheduled) {
@@ -310,7 +311,7 @@ public final class EngineCore implements AutoCloseable {
                 if (row.mode() == RowMode.PREFILL) {
                     afterPrefill(r, row, rowLogits);
                 } else {
-                    afterGenerate(r, row, rowLogits, forwardNanos * row.length() / Math.max(1, totalTokens(rows)));
+                    afterGenerate(r, row, rowLogits, forwardNanos * row.length() / batchTokens);
                 }
             } catch (RuntimeException e) {
                 metrics.errors++;
@@ -521,9 +522,6 @@ public final class EngineCore implements AutoCloseable {
             out.add(new Scheduled(r, withPages(row, r)));
             budget -= row.length();
         }
-        metrics.running = running.size();
-        metrics.waiting = waiting.size();
-        updatePoolMetrics();
         return out;
     }
 
@@ -584,8 +582,6 @@ public final class EngineCore implements AutoCloseable {
         }
         if (cache != null) {
             PrefixCache.Hit hit = cache.lookup(r.tokens, r.prefillEnd - 1);
-            metrics.prefixQueries = cache.queries();
-            metrics.prefixQueriedTokens = cache.queriedTokens();
             if (hit != null) {
                 int slot = store.pool().numLayers() > 0 ? forkSlot(hit.block().stateSlot) : allocSlot(true);
                 if (slot >= 0) {
@@ -601,8 +597,6 @@ public final class EngineCore implements AutoCloseable {
                     r.numComputedTokens = hit.block().end(cache.blockSize());
                     r.cachedTail = hit.block();
                     cache.recordHit(hit);
-                    metrics.prefixHits = cache.hits();
-                    metrics.prefixHitTokens = cache.hitTokens();
                     return true;
                 }
             }
@@ -673,12 +667,13 @@ public final class EngineCore implements AutoCloseable {
         running.remove(r);
         freeResources(r);
         r.restart();
-        r.preemptions++;
         waiting.addFirst(r);
         metrics.preemptions++;
     }
 
     private void updatePoolMetrics() {
+        metrics.running = running.size();
+        metrics.waiting = waiting.size();
         MambaStatePool pool = store.pool();
         metrics.slotsUsed = pool.usedSlots();
         metrics.slotsTotal = pool.capacity();
@@ -687,6 +682,10 @@ public final class EngineCore implements AutoCloseable {
         metrics.kvPagesTotal = store.kv().numPages();
         metrics.layoutConversions = pool.conversions();
         if (cache != null) {
+            metrics.prefixQueries = cache.queries();
+            metrics.prefixQueriedTokens = cache.queriedTokens();
+            metrics.prefixHits = cache.hits();
+            metrics.prefixHitTokens = cache.hitTokens();
             metrics.prefixEvictions = cache.evictions();
             metrics.prefixBlocks = cache.size();
             metrics.prefixCheckpoints = cache.stateCheckpoints();

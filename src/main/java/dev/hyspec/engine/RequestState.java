@@ -27,11 +27,9 @@ final class RequestState {
     int slot = -1;
     int[] pages = new int[0];
     PrefixCache.Block cachedTail;   // the deepest cached block on this sequence's own chain
-    int preemptions;
 
     // this step
     int[] drafts = new int[0];
-    int scheduled;
 
     RequestState(GenerationRequest request, TokenSink sink, long arrival, RollbackStrategy strategy, Drafter drafter,
                  int numDrafts) {
@@ -75,21 +73,11 @@ final class RequestState {
         return length + drafts.length;
     }
 
-    /** Token {@code i} of the sequence. */
-    int token(int i) {
-        return tokens[i];
-    }
-
     void append(int token) {
         if (length == tokens.length) {
             tokens = Arrays.copyOf(tokens, 2 * tokens.length);
         }
         tokens[length++] = token;
         numOutput++;
-    }
-
-    /** The output tokens so far. */
-    int[] output() {
-        return Arrays.copyOfRange(tokens, promptLength, length);
     }
 }

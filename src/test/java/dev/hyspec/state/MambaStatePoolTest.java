@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.hyspec.backend.Backend;
 import dev.hyspec.backend.StateLayout;
 import dev.hyspec.backend.cpu.CpuBackend;
 import dev.hyspec.checkpoint.Checkpoint;
@@ -14,8 +13,8 @@ import dev.hyspec.model.BatchRow.Logits;
 import dev.hyspec.model.ForwardBatch;
 import dev.hyspec.model.HybridModel;
 import dev.hyspec.model.RowMode;
-import dev.hyspec.model.Sequence;
 import dev.hyspec.testing.Fixtures;
+import dev.hyspec.testing.StateAssertions;
 import java.util.Arrays;
 import java.util.HashSet;
 import java.util.List;
@@ -82,48 +81,9 @@ class MambaStatePoolTest {
         return true;
     }
 
-    /** The slot's conv windows and states equal a fresh prefill of {@code tokens} (states compared as KV). */
+    /** The slot's conv windows and states equal a fresh prefill of {@code tokens}. */
     private static void assertHolds(MambaStatePool pool, int slot, int[] tokens, String what) {
-        Backend b = model.backend();
-        try (Sequence ref = model.newSequence(tokens.length)) {
-            ref.forward(tokens, false);
-            MambaStatePool rp = ref.store().pool();
-            for (int l = 0; l < pool.numLayers(); l++) {
-                RecurrentShape s = pool.layers().get(l);
-                assertClose(b.download(rp.conv(l, ref.slot())), b.download(pool.conv(l, slot)), what + " conv " + l);
-                assertClose(asKv(b.download(rp.ssm(l, ref.slot())), rp.layout(ref.slot()), s),
-                        asKv(b.download(pool.ssm(l, slot)), pool.layout(slot), s), what + " state " + l);
-            }
-        }
-    }
-
-    private static float[] asKv(float[] data, StateLayout have, RecurrentShape s) {
-        if (have == StateLayout.KV) {
-            return data;
-        }
-        float[] out = new float[data.length];
-        int rows = s.valueDim();
-        int cols = s.keyDim();
-        for (int h = 0; h < s.heads(); h++) {
-            int base = h * rows * cols;
-            for (int i = 0; i < rows; i++) {
-                for (int j = 0; j < cols; j++) {
-                    out[base + j * rows + i] = data[base + i * cols + j];
-                }
-            }
-        }
-        return out;
-    }
-
-    private static void assertClose(float[] want, float[] got, String what) {
-        assertEquals(want.length, got.length, what);
-        double scale = 1;
-        double max = 0;
-        for (int i = 0; i < want.length; i++) {
-            scale = Math.max(scale, Math.abs(want[i]));
-            max = Math.max(max, Math.abs(want[i] - got[i]));
-        }
-        assertTrue(max <= 1e-5 * scale, what + ": max |Δ| = " + max);
+        StateAssertions.assertStateEqualsRecompute(model, pool, slot, tokens, what);
     }
 
     @ParameterizedTest

@@ -350,46 +350,6 @@ public final class CpuBackend implements Backend {
         return blockTable[page] * pageSize + p % pageSize;
     }
 
-    /**
-     * Causal GQA attention over a contiguous cache (row {@code i} = position {@code i}): the plain form
-     * {@link #pagedAttention} is tested against.
-     */
-    public void attention(Tensor q, Tensor kCache, Tensor vCache, int numHeads, int numKvHeads, int headDim,
-                          int pastLen, Tensor out) {
-        float[] qs = f(q);
-        float[] ks = f(kCache);
-        float[] vs = f(vCache);
-        float[] os = f(out);
-        int tokens = q.rows();
-        int kvStride = numKvHeads * headDim;
-        int group = numHeads / numKvHeads;
-        float scale = (float) (1.0 / Math.sqrt(headDim));
-        float[] scores = new float[pastLen + tokens];
-        Arrays.fill(os, 0f);
-        for (int t = 0; t < tokens; t++) {
-            int visible = pastLen + t + 1;
-            for (int h = 0; h < numHeads; h++) {
-                int qOff = (t * numHeads + h) * headDim;
-                int kvOff = (h / group) * headDim;
-                float max = Float.NEGATIVE_INFINITY;
-                for (int j = 0; j < visible; j++) {
-                    scores[j] = FastMath.dot(qs, qOff, ks, j * kvStride + kvOff, headDim) * scale;
-                    max = Math.max(max, scores[j]);
-                }
-                float sum = 0f;
-                for (int j = 0; j < visible; j++) {
-                    scores[j] = (float) Math.exp(scores[j] - max);
-                    sum += scores[j];
-                }
-                for (int j = 0; j < visible; j++) {
-                    FastMath.axpy(scores[j] / sum, vs, j * kvStride + kvOff, os, qOff, headDim);
-                }
-            }
-        }
-    }
-
-    // ---- recurrent layers ----
-
     @Override
     public void causalConv1d(Tensor x, Tensor window, Tensor w, Tensor bias, Tensor out, boolean advance) {
         float[] xs = f(x);

@@ -77,9 +77,10 @@ class PagedAttentionTest {
         Tensor paged = be.zeros(tokens, HEADS * D);
         be.pagedAttention(be.upload(q, tokens, HEADS * D), kPages, vPages, blockTable, PAGE, HEADS, KV_HEADS, D,
                 pastLen, paged);
+        // the same keys and values laid out contiguously: one page holding every position
         Tensor contiguous = be.zeros(tokens, HEADS * D);
-        be.attention(be.upload(q, tokens, HEADS * D), be.upload(k, total, WIDTH), be.upload(v, total, WIDTH), HEADS,
-                KV_HEADS, D, pastLen, contiguous);
+        be.pagedAttention(be.upload(q, tokens, HEADS * D), be.upload(k, total, WIDTH), be.upload(v, total, WIDTH),
+                new int[] {0}, total, HEADS, KV_HEADS, D, pastLen, contiguous);
         assertClose("out", be.download(contiguous), be.download(paged), 1e-6);
         assertClose("out vs reference", reference(q, k, v, pastLen, tokens), be.download(paged), 1e-5);
     }
