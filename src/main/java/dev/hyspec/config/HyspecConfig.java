@@ -17,7 +17,20 @@ public interface HyspecConfig {
     @WithDefault("cpu")
     String backend();
 
-    EngineLimits engine();
+    Scheduler scheduler();
+
+    /**
+     * Element type of the recurrent state: {@code float32} (the default), {@code bfloat16} or
+     * {@code float16}. The cpu backend keeps float32 state only.
+     */
+    @WithName("state-dtype")
+    @WithDefault("float32")
+    String stateDtype();
+
+    /** How long graceful shutdown lets running requests finish before aborting them. */
+    @WithName("drain-timeout")
+    @WithDefault("30s")
+    java.time.Duration drainTimeout();
 
     @WithName("state-pool")
     StatePool statePool();
@@ -25,7 +38,7 @@ public interface HyspecConfig {
     @WithName("kv-cache")
     KvCache kvCache();
 
-    Speculative speculative();
+    Spec spec();
 
     Rollback rollback();
 
@@ -33,7 +46,7 @@ public interface HyspecConfig {
     PrefixCache prefixCache();
 
     /** Scheduler limits (vLLM's names). */
-    interface EngineLimits {
+    interface Scheduler {
         /** Most requests running at once. */
         @WithName("max-num-seqs")
         @WithDefault("16")
@@ -48,6 +61,11 @@ public interface HyspecConfig {
         @WithName("max-model-len")
         @WithDefault("4096")
         int maxModelLen();
+
+        /** Most requests waiting for admission; beyond it the API answers 503 with {@code Retry-After}. */
+        @WithName("max-waiting")
+        @WithDefault("256")
+        int maxWaiting();
     }
 
     interface StatePool {
@@ -75,11 +93,15 @@ public interface HyspecConfig {
         int pages();
     }
 
-    interface Speculative {
-        /** Drafts proposed per step (0 turns speculative decoding off). */
-        @WithName("num-drafts")
+    interface Spec {
+        /** The default drafter: {@code ngram} (prompt lookup) or {@code none}. */
+        @WithDefault("ngram")
+        String method();
+
+        /** Draft tokens proposed per step (K). */
+        @WithName("num-tokens")
         @WithDefault("4")
-        int numDrafts();
+        int numTokens();
 
         /** Smallest n-gram the prompt-lookup drafter matches. */
         @WithName("ngram-min")

@@ -70,9 +70,15 @@ public class Engine {
             var decode = c.statePool().decodeLayout().orElse(prefill);
             layouts = new LayoutPolicy(prefill, decode);
         }
-        return new EngineOptions(c.engine().maxNumSeqs(), c.engine().maxNumBatchedTokens(), c.engine().maxModelLen(),
-                c.statePool().slots(), c.kvCache().pageSize(), c.kvCache().pages(), c.speculative().numDrafts(),
-                c.speculative().ngramMin(), c.speculative().ngramMax(), c.rollback().strategy(),
+        int drafts = switch (c.spec().method()) {
+            case "ngram" -> c.spec().numTokens();
+            case "none" -> 0;
+            default -> throw new IllegalArgumentException("hyspec.spec.method=" + c.spec().method()
+                    + " is not supported; use ngram or none");
+        };
+        return new EngineOptions(c.scheduler().maxNumSeqs(), c.scheduler().maxNumBatchedTokens(),
+                c.scheduler().maxModelLen(), c.statePool().slots(), c.kvCache().pageSize(), c.kvCache().pages(), drafts,
+                c.spec().ngramMin(), c.spec().ngramMax(), c.rollback().strategy(),
                 parseWeights(c.rollback().ab().orElse("")), c.prefixCache().enabled(), c.prefixCache().blockSize(),
                 layouts);
     }

@@ -4,7 +4,7 @@ import dev.hyspec.state.LayoutPolicy;
 import java.util.Map;
 
 /**
- * The engine's sizes and policies (the {@code hyspec.engine.*}, {@code hyspec.speculative.*},
+ * The engine's sizes and policies (the {@code hyspec.scheduler.*}, {@code hyspec.spec.*},
  * {@code hyspec.rollback.*}, {@code hyspec.prefix-cache.*} and {@code hyspec.state-pool.*} keys).
  *
  * @param maxNumSeqs          most requests running at once (vLLM {@code max_num_seqs})

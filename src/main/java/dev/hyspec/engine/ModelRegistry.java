@@ -40,6 +40,10 @@ public class ModelRegistry {
             default -> throw new IllegalArgumentException("hyspec.backend=" + config.backend()
                     + " is not available; supported: cpu");
         };
+        if (!config.stateDtype().equals("float32")) {
+            throw new IllegalArgumentException("hyspec.state-dtype=" + config.stateDtype() + " is not available on the "
+                    + config.backend() + " backend, which keeps float32 recurrent state; use float32");
+        }
         Path dir = path.get().toAbsolutePath().normalize();
         long start = System.nanoTime();
         HybridModel model = HybridModel.load(Checkpoint.open(dir), backend);
