@@ -13,7 +13,10 @@ import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.enterprise.event.Observes;
 import jakarta.enterprise.inject.Any;
 import jakarta.enterprise.inject.Instance;
+import dev.hyspec.sampling.TokenLogprob;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Optional;
@@ -21,6 +24,8 @@ import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Function;
 import org.jboss.logging.Logger;
 
@@ -37,20 +42,45 @@ public class Engine {
     private final ModelRegistry registry;
     private final HyspecConfig config;
     private final Instance<RollbackStrategy> strategyBeans;
+    private final Instance<EngineObserver> observers;
     private final BlockingQueue<Runnable> commands = new LinkedBlockingQueue<>();
+    private final AtomicInteger inFlight = new AtomicInteger();
+    private final int maxWaiting;
     private volatile EngineCore core;
     private volatile boolean stopping;
+    private volatile boolean draining;
+    private volatile long heartbeat = System.nanoTime();
+    private volatile EngineMetrics snapshot;
     private Thread thread;
 
-    public Engine(ModelRegistry registry, HyspecConfig config, @Any Instance<RollbackStrategy> strategyBeans) {
+    public Engine(ModelRegistry registry, HyspecConfig config, @Any Instance<RollbackStrategy> strategyBeans,
+                  @Any Instance<EngineObserver> observers) {
         this.registry = registry;
         this.config = config;
         this.strategyBeans = strategyBeans;
+        this.observers = observers;
+        this.maxWaiting = config.scheduler().maxWaiting();
     }
 
     /** Runs after {@link ModelRegistry} has loaded the model (a later observer priority). */
     void onStart(@Observes @Priority(jakarta.interceptor.Interceptor.Priority.APPLICATION + 1000) StartupEvent event) {
-        registry.model().ifPresent(m -> start(new EngineCore(m.model(), options(config), strategies())));
+        registry.model().ifPresent(m -> {
+            EngineCore c = new EngineCore(m.model(), options(config), strategies());
+            List<EngineObserver> list = new ArrayList<>();
+            observers.forEach(list::add);
+            c.setObserver(new EngineObserver() {
+                @Override
+                public void onStep(long nanos, int generateRows, int prefillRows, int tokens) {
+                    list.forEach(o -> o.onStep(nanos, generateRows, prefillRows, tokens));
+                }
+
+                @Override
+                public void onVerified(String strategy, int drafts, int accepted, long commitNanos) {
+                    list.forEach(o -> o.onVerified(strategy, drafts, accepted, commitNanos));
+                }
+            });
+            start(c);
+        });
     }
 
     /** Every {@link RollbackStrategy} bean, by id. */
@@ -124,7 +154,25 @@ public class Engine {
                 engineCore.options().prefixCaching() ? "on" : "off");
     }
 
+    /**
+     * Graceful shutdown: refuses new requests (readiness goes down), lets running and waiting ones
+     * finish for up to {@code hyspec.drain-timeout}, then aborts what is left and stops the thread.
+     */
     void onStop(@Observes ShutdownEvent event) {
+        draining = true;
+        long deadline = System.nanoTime() + config.drainTimeout().toNanos();
+        while (core != null && thread != null && thread.isAlive() && inFlight.get() > 0
+                && System.nanoTime() < deadline) {
+            try {
+                Thread.sleep(20);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            }
+        }
+        if (inFlight.get() > 0) {
+            LOG.warnf("drain timeout: aborting %d requests", inFlight.get());
+        }
         stopping = true;
         if (thread != null) {
             commands.add(() -> { });
@@ -136,8 +184,28 @@ public class Engine {
         }
     }
 
+    /** The engine thread runs and takes new requests (not draining). */
     public boolean ready() {
+        return alive() && !draining;
+    }
+
+    /** The engine thread is running. */
+    public boolean alive() {
         return core != null && thread != null && thread.isAlive();
+    }
+
+    public boolean draining() {
+        return draining;
+    }
+
+    /** Nanoseconds since the engine loop last went round (it does at least every 100 ms when idle). */
+    public long heartbeatAgeNanos() {
+        return System.nanoTime() - heartbeat;
+    }
+
+    /** The counters as of the engine's last loop (no call to the engine thread); empty before it runs. */
+    public Optional<EngineMetrics> lastMetrics() {
+        return Optional.ofNullable(snapshot);
     }
 
     /** Checks a request without queueing it; throws {@link InvalidRequestException} naming the field at fault. */
@@ -172,29 +240,53 @@ public class Engine {
     public Multi<TokenEvent> generate(GenerationRequest r) {
         EngineCore c = requireCore();
         return Multi.createFrom().emitter((MultiEmitter<? super TokenEvent> em) -> {
+            if (draining) {
+                em.fail(new EngineUnavailableException("the server is shutting down; retry on another replica", 5));
+                return;
+            }
+            int limit = core.options().maxNumSeqs() + maxWaiting;
+            if (inFlight.incrementAndGet() > limit) {
+                inFlight.decrementAndGet();
+                em.fail(new EngineUnavailableException("the server is overloaded: " + limit
+                        + " requests are running or waiting (hyspec.scheduler.max-num-seqs + max-waiting); retry later", 1));
+                return;
+            }
+            AtomicBoolean done = new AtomicBoolean();
+            Runnable release = () -> {
+                if (done.compareAndSet(false, true)) {
+                    inFlight.decrementAndGet();
+                }
+            };
             TokenSink sink = new TokenSink() {
                 @Override
-                public void onTokens(int[] tokens) {
+                public void onTokens(int[] tokens, TokenLogprob[] logprobs) {
                     if (tokens.length > 0) {
-                        em.emit(new TokenEvent(tokens, null, null));
+                        em.emit(new TokenEvent(tokens, logprobs, null, null, null));
                     }
                 }
 
                 @Override
-                public void onFinish(FinishReason reason, String message) {
-                    em.emit(new TokenEvent(new int[0], reason, message));
+                public void onFinish(FinishReason reason, String message, RequestStats stats) {
+                    release.run();
+                    em.emit(new TokenEvent(new int[0], null, reason, message, stats));
                     em.complete();
                 }
             };
             commands.add(() -> {
                 try {
-                    c.add(r, sink);
+                    em.emit(TokenEvent.admitted(c.add(r, sink)));
                 } catch (RuntimeException e) {
+                    release.run();
                     em.fail(e);
                 }
             });
             em.onTermination(() -> commands.add(() -> c.abort(r.id())));
         });
+    }
+
+    /** Requests submitted and not yet finished (running or waiting). */
+    public int inFlight() {
+        return inFlight.get();
     }
 
     /** Runs {@code query} on the engine thread and returns its answer (metrics, tests). */
@@ -250,6 +342,8 @@ public class Engine {
                 if (core.hasWork()) {
                     core.step();
                 }
+                snapshot = core.metrics();
+                heartbeat = System.nanoTime();
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
                 break;

@@ -8,6 +8,7 @@ import dev.hyspec.model.HybridModel;
 import dev.hyspec.model.RowMode;
 import dev.hyspec.sampling.Sampler;
 import dev.hyspec.sampling.SpeculativeVerifier;
+import dev.hyspec.sampling.TokenLogprob;
 import dev.hyspec.sampling.Verification;
 import dev.hyspec.spec.NgramDrafter;
 import dev.hyspec.state.KvBlockPool;
@@ -59,6 +60,7 @@ public final class EngineCore implements AutoCloseable {
     private final Set<Integer> eosTokenIds;
     private long arrivals;
     private List<StepRow> lastStep = List.of();
+    private EngineObserver observer = EngineObserver.NONE;
 
     /**
      * @param strategies the rollback strategies by id (at least {@code options.defaultStrategy()})
@@ -99,6 +101,11 @@ public final class EngineCore implements AutoCloseable {
     /** The pools (read-only use: tests and metrics). */
     public StateStore store() {
         return store;
+    }
+
+    /** Receives step and verification events from now on. */
+    public void setObserver(EngineObserver observer) {
+        this.observer = observer == null ? EngineObserver.NONE : observer;
     }
 
     public Set<String> strategyIds() {
@@ -142,8 +149,12 @@ public final class EngineCore implements AutoCloseable {
         }
     }
 
-    /** Queues a validated request; its tokens and its finish go to {@code sink}. */
-    public void add(GenerationRequest r, TokenSink sink) {
+    /**
+     * Queues a request (validating it first); its tokens and its finish go to {@code sink}.
+     *
+     * @return the request's stats at admission (its strategy, no tokens yet)
+     */
+    public RequestStats add(GenerationRequest r, TokenSink sink) {
         validate(r);
         RollbackStrategy strategy = strategies.get(chooseStrategy(r));
         int drafts = r.numDrafts() != null ? r.numDrafts() : options.numDrafts();
@@ -153,6 +164,7 @@ public final class EngineCore implements AutoCloseable {
         waiting.addLast(s);
         metrics.promptTokens += r.prompt().length;
         metrics.strategy(strategy.id()).requests++;
+        return s.stats();
     }
 
     /** The strategy of a request: its pin, else the A/B split (sticky: a hash of the id), else the default. */
@@ -276,6 +288,7 @@ public final class EngineCore implements AutoCloseable {
             return false;
         }
         metrics.steps++;
+        long stepStart = System.nanoTime();
         List<BatchRow> rows = new ArrayList<>(scheduled.size());
         List<StepRow> described = new ArrayList<>(scheduled.size());
         for (Scheduled s : scheduled) {
@@ -318,6 +331,11 @@ public final class EngineCore implements AutoCloseable {
                 finish(r, FinishReason.ERROR, "engine failure: " + e);
             }
         }
+        int generateRows = 0;
+        for (BatchRow row : rows) {
+            generateRows += row.mode() == RowMode.GENERATE ? 1 : 0;
+        }
+        observer.onStep(System.nanoTime() - stepStart, generateRows, rows.size() - generateRows, batchTokens);
         return true;
     }
 
@@ -340,7 +358,7 @@ public final class EngineCore implements AutoCloseable {
         }
         if (r.numComputedTokens == r.length) {
             int token = sampler.sample(logits[0], r.request.sampling(), r.rng);
-            emit(r, new int[] {token});
+            emit(r, new int[] {token}, logits);
         }
     }
 
@@ -357,8 +375,12 @@ public final class EngineCore implements AutoCloseable {
             cacheBlocks(r, committed, before, before + accepted, true,
                     (end, target) -> r.strategy.snapshot(store.pool(), r.slot, recurrentOps, end - before, target));
         }
+        long commitStart = System.nanoTime();
         r.strategy.commit(store.pool(), r.slot, recurrentOps, accepted);
+        long commitNanos = System.nanoTime() - commitStart;
         r.numComputedTokens += accepted;
+        r.draftTokens += drafts.length;
+        r.acceptedDraftTokens += v.numAcceptedTokens();
         if (drafts.length > 0) {
             r.drafter.onAccepted(drafts.length, v.numAcceptedTokens());
         }
@@ -367,7 +389,8 @@ public final class EngineCore implements AutoCloseable {
         st.draftTokens += drafts.length;
         st.acceptedDraftTokens += v.numAcceptedTokens();
         st.generateNanos += System.nanoTime() - t0 + nanos;
-        emit(r, v.outputTokens());
+        observer.onVerified(r.strategy.id(), drafts.length, v.numAcceptedTokens(), commitNanos);
+        emit(r, v.outputTokens(), logits);
     }
 
     /** Saves the state at a block boundary into a fresh slot: {@code (end, target)}. */
@@ -411,8 +434,11 @@ public final class EngineCore implements AutoCloseable {
         }
     }
 
-    /** Appends generated tokens, stopping at a stop token, max_tokens or the context limit. */
-    private void emit(RequestState r, int[] generated) {
+    /**
+     * Appends generated tokens, stopping at a stop token, max_tokens or the context limit.
+     * {@code logits[i]} is the row token {@code i} was sampled from (for logprobs).
+     */
+    private void emit(RequestState r, int[] generated, float[][] logits) {
         int n = 0;
         FinishReason reason = null;
         for (int token : generated) {
@@ -428,7 +454,14 @@ public final class EngineCore implements AutoCloseable {
             }
         }
         metrics.strategy(r.strategy.id()).outputTokens += n;
-        r.sink.onTokens(Arrays.copyOf(generated, n));
+        TokenLogprob[] logprobs = null;
+        if (r.request.logprobs() >= 0) {
+            logprobs = new TokenLogprob[n];
+            for (int i = 0; i < n; i++) {
+                logprobs[i] = TokenLogprob.of(logits[i], generated[i], r.request.logprobs());
+            }
+        }
+        r.sink.onTokens(Arrays.copyOf(generated, n), logprobs);
         if (reason != null) {
             finish(r, reason, null);
         }
@@ -451,7 +484,7 @@ public final class EngineCore implements AutoCloseable {
         } else {
             metrics.finished++;
         }
-        r.sink.onFinish(reason, message);
+        r.sink.onFinish(reason, message, r.stats());
     }
 
     private void freeResources(RequestState r) {
@@ -596,6 +629,9 @@ public final class EngineCore implements AutoCloseable {
                     r.pages = pages.stream().mapToInt(Integer::intValue).toArray();
                     r.numComputedTokens = hit.block().end(cache.blockSize());
                     r.cachedTail = hit.block();
+                    if (r.numOutput == 0) {
+                        r.cachedPromptTokens = r.numComputedTokens;
+                    }
                     cache.recordHit(hit);
                     return true;
                 }

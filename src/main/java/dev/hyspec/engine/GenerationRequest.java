@@ -13,11 +13,18 @@ import dev.hyspec.spec.Drafter;
  *                      {@code 0} turns speculation off for this request
  * @param drafter       this request's drafter, or null for the engine's default (n-gram)
  * @param strategy      a rollback strategy id to pin, or null to let configuration decide
+ * @param logprobs      report each generated token's logprob and this many top alternatives;
+ *                      {@code -1}: no logprobs
  */
 public record GenerationRequest(String id, int[] prompt, SamplingParams sampling, Integer numDrafts, Drafter drafter,
-                                String strategy) {
+                                String strategy, int logprobs) {
     public GenerationRequest {
         prompt = prompt.clone();
+    }
+
+    public GenerationRequest(String id, int[] prompt, SamplingParams sampling, Integer numDrafts, Drafter drafter,
+                             String strategy) {
+        this(id, prompt, sampling, numDrafts, drafter, strategy, -1);
     }
 
     /** A request with the engine's default drafting and strategy. */
@@ -26,10 +33,14 @@ public record GenerationRequest(String id, int[] prompt, SamplingParams sampling
     }
 
     public GenerationRequest withDrafter(Drafter d, int drafts) {
-        return new GenerationRequest(id, prompt, sampling, drafts, d, strategy);
+        return new GenerationRequest(id, prompt, sampling, drafts, d, strategy, logprobs);
     }
 
     public GenerationRequest withStrategy(String s) {
-        return new GenerationRequest(id, prompt, sampling, numDrafts, drafter, s);
+        return new GenerationRequest(id, prompt, sampling, numDrafts, drafter, s, logprobs);
+    }
+
+    public GenerationRequest withLogprobs(int topN) {
+        return new GenerationRequest(id, prompt, sampling, numDrafts, drafter, strategy, topN);
     }
 }

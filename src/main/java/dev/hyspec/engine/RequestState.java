@@ -27,6 +27,9 @@ final class RequestState {
     int slot = -1;
     int[] pages = new int[0];
     PrefixCache.Block cachedTail;   // the deepest cached block on this sequence's own chain
+    int cachedPromptTokens;         // prompt tokens the first admission took from the prefix cache
+    long draftTokens;
+    long acceptedDraftTokens;
 
     // this step
     int[] drafts = new int[0];
@@ -48,6 +51,11 @@ final class RequestState {
 
     String id() {
         return request.id();
+    }
+
+    RequestStats stats() {
+        return new RequestStats(strategy.id(), promptLength, cachedPromptTokens, numOutput, draftTokens,
+                acceptedDraftTokens);
     }
 
     /** Still consuming tokens it already knows (the prompt, or everything after a preemption). */

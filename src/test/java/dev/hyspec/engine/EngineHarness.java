@@ -7,6 +7,7 @@ import dev.hyspec.model.HybridModel;
 import dev.hyspec.model.Sequence;
 import dev.hyspec.sampling.Sampler;
 import dev.hyspec.sampling.SamplingParams;
+import dev.hyspec.sampling.TokenLogprob;
 import dev.hyspec.state.IntermediateCopyStrategy;
 import dev.hyspec.state.MambaStatePool;
 import dev.hyspec.state.ReplayStrategy;
@@ -60,28 +61,34 @@ final class EngineHarness {
     /** Collects what the engine sends one request. */
     static final class Collector implements TokenSink {
         final List<Integer> tokens = new ArrayList<>();
+        final List<TokenLogprob> logprobs = new ArrayList<>();
         FinishReason reason;
         String error;
+        RequestStats stats;
         int events;
 
         @Override
-        public void onTokens(int[] t) {
+        public void onTokens(int[] t, TokenLogprob[] lp) {
             if (reason != null) {
                 throw new AssertionError("tokens after finish");
             }
             for (int x : t) {
                 tokens.add(x);
             }
+            if (lp != null) {
+                logprobs.addAll(List.of(lp));
+            }
             events++;
         }
 
         @Override
-        public void onFinish(FinishReason r, String message) {
+        public void onFinish(FinishReason r, String message, RequestStats s) {
             if (reason != null) {
                 throw new AssertionError("finished twice");
             }
             reason = r;
             error = message;
+            stats = s;
         }
 
         int[] output() {
