@@ -16,7 +16,7 @@ class ModelsResourceTest {
         given().get("/v1/models").then().statusCode(200)
                 .body("object", equalTo("list"))
                 .body("data", hasSize(1))
-                .body("data[0].id", equalTo("nemotron_h"))
+                .body("data[0].id", equalTo("nemotron_h_chat"))
                 .body("data[0].object", equalTo("model"))
                 .body("data[0].owned_by", equalTo("hyspec"));
     }
