@@ -284,6 +284,12 @@ public class Engine {
         });
     }
 
+    /** Aborts a request (no-op when it has finished); its stream ends with {@code abort}. */
+    public void abort(String id) {
+        EngineCore c = requireCore();
+        commands.add(() -> c.abort(id));
+    }
+
     /** Requests submitted and not yet finished (running or waiting). */
     public int inFlight() {
         return inFlight.get();
