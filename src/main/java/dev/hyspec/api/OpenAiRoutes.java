@@ -39,6 +39,10 @@ public class OpenAiRoutes {
                 .handler(rc -> handle(rc, false));
         router.post("/v1/chat/completions").handler(BodyHandler.create().setBodyLimit(BODY_LIMIT))
                 .handler(rc -> handle(rc, true));
+        for (String path : new String[] {"/v1/completions", "/v1/chat/completions"}) {
+            router.route(path).handler(rc -> sendError(rc, new ApiException(405, "invalid_request_error", null,
+                    "method_not_allowed", rc.request().method() + " is not allowed on " + path + "; use POST", 0)));
+        }
     }
 
     private void handle(RoutingContext rc, boolean chat) {
