@@ -50,8 +50,10 @@ public class OpenAiRoutes {
         try {
             body = json.readTree(rc.body().asString());
         } catch (JsonProcessingException e) {
-            sendError(rc, ApiException.badRequest(null, "the request body is not valid JSON: "
-                    + e.getOriginalMessage()));
+            ApiException bad = ApiException.badRequest(null, "the request body is not valid JSON: "
+                    + e.getOriginalMessage());
+            service.refused(bad);
+            sendError(rc, bad);
             return;
         }
         Context ctx = Vertx.currentContext();
@@ -62,7 +64,9 @@ public class OpenAiRoutes {
             return service.prepare(r);
         }, false).onComplete(ar -> {
             if (ar.failed()) {
-                sendError(rc, GenerationService.translate(ar.cause()));
+                ApiException e = GenerationService.translate(ar.cause());
+                service.refused(e);
+                sendError(rc, e);
             } else if (ar.result().api().stream()) {
                 new SseExchange(rc, ctx, ar.result()).start();
             } else {

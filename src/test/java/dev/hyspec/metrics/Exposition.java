@@ -10,7 +10,7 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /** One scrape of {@code /q/metrics}, parsed from the Prometheus text format into samples. */
-final class Exposition {
+public final class Exposition {
     /** One sample line: {@code name{labels} value}. */
     record Sample(String name, Map<String, String> labels, double value) {}
 
@@ -26,7 +26,7 @@ final class Exposition {
     }
 
     /** Scrapes the running application. */
-    static Exposition scrape() {
+    public static Exposition scrape() {
         return parse(given().get("/q/metrics").then().statusCode(200).extract().asString());
     }
 
@@ -64,12 +64,12 @@ final class Exposition {
     }
 
     /** The sum of {@link #find}'s samples; 0 when there are none. */
-    double sum(String name, String... labelPairs) {
+    public double sum(String name, String... labelPairs) {
         return find(name, labelPairs).stream().mapToDouble(Sample::value).sum();
     }
 
     /** The one sample {@link #find} finds. */
-    double value(String name, String... labelPairs) {
+    public double value(String name, String... labelPairs) {
         List<Sample> found = find(name, labelPairs);
         if (found.size() != 1) {
             throw new AssertionError("expected one sample " + name + " " + List.of(labelPairs) + ", found " + found);
