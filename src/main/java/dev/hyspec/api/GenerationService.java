@@ -9,6 +9,7 @@ import dev.hyspec.engine.InvalidRequestException;
 import dev.hyspec.engine.LoadedModel;
 import dev.hyspec.engine.ModelRegistry;
 import dev.hyspec.engine.TokenEvent;
+import dev.hyspec.metrics.RequestMetrics;
 import dev.hyspec.sampling.SamplingParams;
 import dev.hyspec.sampling.TokenLogprob;
 import dev.hyspec.tokenizer.IncrementalDecoder;
@@ -29,11 +30,18 @@ public class GenerationService {
     private final ModelRegistry registry;
     private final Engine engine;
     private final HyspecConfig config;
+    private final RequestMetrics metrics;
 
-    public GenerationService(ModelRegistry registry, Engine engine, HyspecConfig config) {
+    public GenerationService(ModelRegistry registry, Engine engine, HyspecConfig config, RequestMetrics metrics) {
         this.registry = registry;
         this.engine = engine;
         this.config = config;
+        this.metrics = metrics;
+    }
+
+    /** Counts a request refused before it reached the engine (bad input, no model). */
+    public void refused(ApiException e) {
+        metrics.rejected(e.status() == 503 ? "overloaded" : "rejected");
     }
 
     /** A request ready to run: its id, the model, the prompt ids and the engine request. */
@@ -130,6 +138,7 @@ public class GenerationService {
      */
     public Multi<Delta> run(Prepared p) {
         Detokenizer detok = new Detokenizer(p.model().tokenizer().orElse(null), p);
+        RequestClock clock = new RequestClock(p);
         return engine.generate(p.request())
                 .onItem().transform(ev -> {
                     boolean matchedBefore = detok.stopped();
@@ -138,10 +147,60 @@ public class GenerationService {
                         // a stop string ended the text: the engine stops the request and reports its stats
                         engine.abort(p.id());
                     }
+                    if (d != null) {
+                        clock.record(d);
+                    }
                     return d;
                 })
                 .select().where(d -> d != null)
-                .onFailure().transform(GenerationService::translate);
+                .onCancellation().invoke(clock::cancelled)
+                .onFailure().transform(failure -> {
+                    ApiException e = translate(failure);
+                    metrics.rejected(e.status() == 503 ? "overloaded" : "rejected");
+                    return e;
+                });
+    }
+
+    /** The request-level meters of one request: time to first token, inter-token latency, end to end. */
+    private final class RequestClock {
+        private final Prepared p;
+        private String strategy = "none";
+        private long lastTokenNanos;
+        private int generated;
+        private boolean finished;
+
+        RequestClock(Prepared p) {
+            this.p = p;
+        }
+
+        void record(Delta d) {
+            long now = System.nanoTime();
+            if (d.admitted()) {
+                strategy = d.stats().strategy();
+                return;
+            }
+            if (d.tokenIds().length > 0) {
+                if (generated == 0) {
+                    metrics.firstToken(strategy, now - p.arrivalNanos());
+                } else {
+                    metrics.interToken(strategy, now - lastTokenNanos);
+                }
+                lastTokenNanos = now;
+                generated += d.tokenIds().length;
+            }
+            if (d.last()) {
+                finished = true;
+                metrics.finished(strategy, d.finishReason(), p.promptIds().length, generated, now - p.arrivalNanos());
+            }
+        }
+
+        void cancelled() {
+            if (!finished) {
+                finished = true;
+                metrics.finished(strategy, FinishReason.ABORT.wireName(), p.promptIds().length, generated,
+                        System.nanoTime() - p.arrivalNanos());
+            }
+        }
     }
 
     static ApiException translate(Throwable t) {

@@ -39,6 +39,10 @@ public class OpenAiRoutes {
                 .handler(rc -> handle(rc, false));
         router.post("/v1/chat/completions").handler(BodyHandler.create().setBodyLimit(BODY_LIMIT))
                 .handler(rc -> handle(rc, true));
+        for (String path : new String[] {"/v1/completions", "/v1/chat/completions"}) {
+            router.route(path).handler(rc -> sendError(rc, new ApiException(405, "invalid_request_error", null,
+                    "method_not_allowed", rc.request().method() + " is not allowed on " + path + "; use POST", 0)));
+        }
     }
 
     private void handle(RoutingContext rc, boolean chat) {
@@ -46,8 +50,10 @@ public class OpenAiRoutes {
         try {
             body = json.readTree(rc.body().asString());
         } catch (JsonProcessingException e) {
-            sendError(rc, ApiException.badRequest(null, "the request body is not valid JSON: "
-                    + e.getOriginalMessage()));
+            ApiException bad = ApiException.badRequest(null, "the request body is not valid JSON: "
+                    + e.getOriginalMessage());
+            service.refused(bad);
+            sendError(rc, bad);
             return;
         }
         Context ctx = Vertx.currentContext();
@@ -58,7 +64,9 @@ public class OpenAiRoutes {
             return service.prepare(r);
         }, false).onComplete(ar -> {
             if (ar.failed()) {
-                sendError(rc, GenerationService.translate(ar.cause()));
+                ApiException e = GenerationService.translate(ar.cause());
+                service.refused(e);
+                sendError(rc, e);
             } else if (ar.result().api().stream()) {
                 new SseExchange(rc, ctx, ar.result()).start();
             } else {

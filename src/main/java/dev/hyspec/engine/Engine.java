@@ -159,20 +159,7 @@ public class Engine {
      * finish for up to {@code hyspec.drain-timeout}, then aborts what is left and stops the thread.
      */
     void onStop(@Observes ShutdownEvent event) {
-        draining = true;
-        long deadline = System.nanoTime() + config.drainTimeout().toNanos();
-        while (core != null && thread != null && thread.isAlive() && inFlight.get() > 0
-                && System.nanoTime() < deadline) {
-            try {
-                Thread.sleep(20);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                break;
-            }
-        }
-        if (inFlight.get() > 0) {
-            LOG.warnf("drain timeout: aborting %d requests", inFlight.get());
-        }
+        drain(config.drainTimeout());
         stopping = true;
         if (thread != null) {
             commands.add(() -> { });
@@ -182,6 +169,27 @@ public class Engine {
                 Thread.currentThread().interrupt();
             }
         }
+    }
+
+    /**
+     * Stops taking requests (they get 503 and readiness goes down) and waits up to {@code timeout}
+     * for the running and waiting ones to finish; returns how many are still in flight.
+     */
+    public int drain(java.time.Duration timeout) {
+        draining = true;
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (alive() && inFlight.get() > 0 && System.nanoTime() < deadline) {
+            try {
+                Thread.sleep(20);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            }
+        }
+        if (inFlight.get() > 0) {
+            LOG.warnf("drain timeout: %d requests still in flight are aborted", inFlight.get());
+        }
+        return inFlight.get();
     }
 
     /** The engine thread runs and takes new requests (not draining). */

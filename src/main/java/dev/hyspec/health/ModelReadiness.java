@@ -7,7 +7,7 @@ import org.eclipse.microprofile.health.HealthCheck;
 import org.eclipse.microprofile.health.HealthCheckResponse;
 import org.eclipse.microprofile.health.Readiness;
 
-/** Ready once a model is loaded on its backend and the engine thread is running. */
+/** Ready once a model is loaded on its backend and the engine thread is running, until shutdown starts draining. */
 @Readiness
 @ApplicationScoped
 public class ModelReadiness implements HealthCheck {
@@ -21,6 +21,10 @@ public class ModelReadiness implements HealthCheck {
 
     @Override
     public HealthCheckResponse call() {
+        if (registry.model().isPresent() && engine.draining()) {
+            return HealthCheckResponse.named("model").down().withData("reason", "draining: the server is shutting down")
+                    .build();
+        }
         if (registry.model().isPresent() && !engine.ready()) {
             return HealthCheckResponse.named("model").down().withData("reason", "the engine thread is not running").build();
         }
