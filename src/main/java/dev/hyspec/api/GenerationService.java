@@ -268,11 +268,11 @@ public class GenerationService {
             }
             FinishReason reason = ev.finishReason();
             return new Delta(false, text.toString(), tokens, logprobs, reason.wireName(),
-                    reason == FinishReason.STOP ? stopTokenOf(ev) : null, ev.stats(), ev.error());
+                    reason == FinishReason.STOP ? stopTokenId() : null, ev.stats(), ev.error());
         }
 
         /** vLLM reports the stop token id as {@code stop_reason} unless it was EOS. */
-        private Object stopTokenOf(TokenEvent ev) {
+        private Object stopTokenId() {
             return lastToken >= 0 && stopTokenIds.contains(lastToken) ? lastToken : null;
         }
 

@@ -3,6 +3,7 @@ package dev.hyspec.api;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.subscription.Cancellable;
 import io.vertx.core.Context;
 import io.vertx.core.Vertx;
@@ -12,6 +13,8 @@ import io.vertx.ext.web.RoutingContext;
 import io.vertx.ext.web.handler.BodyHandler;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.enterprise.event.Observes;
+import java.util.ArrayList;
+import java.util.List;
 import org.jboss.logging.Logger;
 
 /**
@@ -101,7 +104,7 @@ public class OpenAiRoutes {
     }
 
     /** Runs a stream's callbacks on the request's event-loop context. */
-    private static io.smallrye.mutiny.Multi<Delta> onContext(io.smallrye.mutiny.Multi<Delta> m, Context ctx) {
+    private static Multi<Delta> onContext(Multi<Delta> m, Context ctx) {
         return m.emitOn(cmd -> ctx.runOnContext(v -> cmd.run()));
     }
 
@@ -111,8 +114,8 @@ public class OpenAiRoutes {
         private final Context ctx;
         private final GenerationService.Prepared p;
         private final StringBuilder text = new StringBuilder();
-        private final java.util.List<Integer> ids = new java.util.ArrayList<>();
-        private final java.util.List<Delta.Logprob> logprobs = new java.util.ArrayList<>();
+        private final List<Integer> ids = new ArrayList<>();
+        private final List<Delta.Logprob> logprobs = new ArrayList<>();
 
         JsonExchange(RoutingContext rc, Context ctx, GenerationService.Prepared p) {
             this.rc = rc;
