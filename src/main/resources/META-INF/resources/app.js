@@ -227,6 +227,7 @@
       if (e.name === 'AbortError') {
         setStatus('stopped');
       } else {
+        controller.abort(); // closing the connection aborts the request on the server
         showError(e.message);
       }
     } finally {
