@@ -27,4 +27,12 @@ class ModelsResourceTest {
                 .body("status", equalTo("UP"))
                 .body("checks.find { it.name == 'model' }.data.architecture", equalTo("NemotronHForCausalLM"));
     }
+
+    @Test
+    void retrievesTheServedModelAndRefusesOthers() {
+        given().get("/v1/models/nemotron_h_chat").then().statusCode(200)
+                .body("id", equalTo("nemotron_h_chat")).body("object", equalTo("model"));
+        given().get("/v1/models/gpt-4o").then().statusCode(404)
+                .body("error.code", equalTo("model_not_found")).body("error.param", equalTo("model"));
+    }
 }
