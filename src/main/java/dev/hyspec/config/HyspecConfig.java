@@ -134,7 +134,10 @@ public interface HyspecConfig {
     }
 
     interface Model {
-        /** A Hugging Face checkpoint folder to serve. */
+        /**
+         * A Hugging Face checkpoint folder to serve; default (unset): the embedded model
+         * {@code models/kjv-hybrid}, looked up in the working directory and above the application's jar.
+         */
         Optional<Path> path();
 
         /** The id clients use for the model; default: the checkpoint folder's name. */

@@ -16,8 +16,9 @@ import java.util.stream.Stream;
 
 /**
  * Reference checkpoints with logits and greedy rollouts computed by transformers: every folder
- * under {@code ../shared/fixtures/hf-tiny} (or {@code -Dhyspec.fixtures=DIR}) and the project's own
- * {@code src/test/fixtures}, plus every fixture
+ * under {@code ../shared/fixtures/hf-tiny} (or {@code -Dhyspec.fixtures=DIR}), the project's own
+ * {@code src/test/fixtures}, the shipped models under {@code models} (the embedded default model
+ * carries its references beside its weights), plus every fixture
  * folder under each path of the environment variable {@code HYSPEC_FIXTURES_EXTRA} (colon-separated).
  */
 public final class Fixtures {
@@ -47,10 +48,11 @@ public final class Fixtures {
         return Path.of(System.getProperty("hyspec.fixtures", "../shared/fixtures/hf-tiny")).toAbsolutePath().normalize();
     }
 
-    /** The hf-tiny fixtures, the project's, and those under {@code HYSPEC_FIXTURES_EXTRA}. */
+    /** The hf-tiny fixtures, the project's, the shipped models', and those under {@code HYSPEC_FIXTURES_EXTRA}. */
     public static List<Fixture> all() {
         List<Fixture> out = new ArrayList<>(under(hfTinyRoot()));
         out.addAll(under(Path.of("src/test/fixtures")));
+        out.addAll(under(Path.of("models")));
         String extra = System.getenv("HYSPEC_FIXTURES_EXTRA");
         if (extra != null && !extra.isBlank()) {
             for (String p : extra.split(":")) {
