@@ -58,10 +58,10 @@ final class ApiRequestReader {
         if (f.has("suffix")) {
             throw ApiException.badRequest("suffix", "suffix is not supported");
         }
-        Integer bestOf = f.integer("best_of", 1, 1);
+        f.integer("best_of", 1, 1);   // one sequence per request
         Integer logprobs = f.integer("logprobs", 0, MAX_LOGPROBS);
         return common(f, false, ids, text, List.of(), f.integer("max_tokens", 1, Integer.MAX_VALUE),
-                logprobs == null ? -1 : logprobs, bestOf, defaultSpecTokens);
+                logprobs == null ? -1 : logprobs, defaultSpecTokens);
     }
 
     static ApiRequest chat(JsonNode body, int defaultSpecTokens) {
@@ -91,7 +91,7 @@ final class ApiRequestReader {
         } else if (f.has("top_logprobs") && f.integer("top_logprobs", 0, MAX_LOGPROBS) > 0) {
             throw ApiException.badRequest("top_logprobs", "top_logprobs needs logprobs: true");
         }
-        return common(f, true, null, null, list, maxTokens, logprobs, null, defaultSpecTokens);
+        return common(f, true, null, null, list, maxTokens, logprobs, defaultSpecTokens);
     }
 
     private static ChatMessage message(JsonNode m, String path) {
@@ -131,11 +131,14 @@ final class ApiRequestReader {
     }
 
     private static ApiRequest common(RequestFields f, boolean chat, int[] ids, String text, List<ChatMessage> messages,
-                                     Integer maxTokens, int logprobs, Integer bestOf, int defaultSpecTokens) {
+                                     Integer maxTokens, int logprobs, int defaultSpecTokens) {
         String model = f.string("model", null);
-        Integer n = f.integer("n", 1, 1);
+        f.integer("n", 1, 1);   // one choice per request
         double temperature = orDefault(f.number("temperature", 0, 2), 1.0);
-        double topP = orDefault(f.number("top_p", Double.MIN_VALUE, 1), 1.0);
+        double topP = orDefault(f.number("top_p", 0, 1), 1.0);
+        if (topP == 0) {
+            throw ApiException.badRequest("top_p", "top_p must be in (0, 1], got 0");
+        }
         Integer topK = f.integer("top_k", -1, Integer.MAX_VALUE);
         Long seed = f.longValue("seed");
         for (String penalty : List.of("presence_penalty", "frequency_penalty")) {
@@ -165,8 +168,6 @@ final class ApiRequestReader {
         boolean ignoreEos = f.bool("ignore_eos", false);
         String strategy = f.string("rollback_strategy", null);
         Integer numDrafts = speculative(f.node("speculative"), defaultSpecTokens);
-        assert n == null || n == 1;
-        assert bestOf == null || bestOf == 1;
         return new ApiRequest(chat, model, ids, text, messages, maxTokens, temperature, topP,
                 topK == null ? -1 : topK, seed, stop, stopTokenIds, logprobs, stream, includeUsage, returnTokenIds,
                 ignoreEos, numDrafts, strategy);
