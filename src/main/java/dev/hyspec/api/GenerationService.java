@@ -209,8 +209,7 @@ public class GenerationService {
             return ApiException.badRequest(param, e.getMessage());
         }
         if (t instanceof EngineUnavailableException e) {
-            return ApiException.unavailable(e.retryAfterSeconds() > 1 ? "draining" : "overloaded", e.getMessage(),
-                    e.retryAfterSeconds());
+            return ApiException.unavailable(e.code(), e.getMessage(), e.retryAfterSeconds());
         }
         if (t instanceof ApiException e) {
             return e;

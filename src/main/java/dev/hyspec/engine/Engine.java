@@ -242,20 +242,23 @@ public class Engine {
     }
 
     /**
-     * Submits a request; the stream emits its tokens as they are produced and a last event with the
-     * finish reason, then completes. Cancelling the stream aborts the request.
+     * Submits a request; the stream emits an admission event (the request's strategy), its tokens as
+     * they are produced and a last event with the finish reason, then completes. It fails before the
+     * admission with {@link InvalidRequestException} (bad input) or {@link EngineUnavailableException}
+     * (overloaded or draining). Cancelling the stream aborts the request.
      */
     public Multi<TokenEvent> generate(GenerationRequest r) {
         EngineCore c = requireCore();
         return Multi.createFrom().emitter((MultiEmitter<? super TokenEvent> em) -> {
             if (draining) {
-                em.fail(new EngineUnavailableException("the server is shutting down; retry on another replica", 5));
+                em.fail(new EngineUnavailableException("draining", "the server is shutting down; retry on another replica",
+                        5));
                 return;
             }
             int limit = core.options().maxNumSeqs() + maxWaiting;
             if (inFlight.incrementAndGet() > limit) {
                 inFlight.decrementAndGet();
-                em.fail(new EngineUnavailableException("the server is overloaded: " + limit
+                em.fail(new EngineUnavailableException("overloaded", "the server is overloaded: " + limit
                         + " requests are running or waiting (hyspec.scheduler.max-num-seqs + max-waiting); retry later", 1));
                 return;
             }
