@@ -75,7 +75,7 @@ public class GenerationService {
                 throw ApiException.badRequest(promptParam, "token id " + t + " is outside the vocabulary [0, " + vocab + ")");
             }
         }
-        int context = contextLength(m);
+        int context = engine.maxSequenceLength();
         if (prompt.length >= context) {
             throw ApiException.badRequest(promptParam, "the prompt has " + prompt.length
                     + " tokens, but this model's context is " + context + " tokens (prompt and output together)");
@@ -92,15 +92,6 @@ public class GenerationService {
         GenerationRequest g = new GenerationRequest(id, prompt, sampling, r.numDrafts(), null, r.strategy(),
                 r.logprobs());
         return new Prepared(id, m, prompt, g, r, arrival);
-    }
-
-    /** Longest sequence the engine serves: {@code max-model-len}, and the KV cache's capacity if the model has attention. */
-    private int contextLength(LoadedModel m) {
-        int len = config.scheduler().maxModelLen();
-        if (m.model().kvWidths().length > 0) {
-            len = Math.min(len, config.kvCache().pages() * config.kvCache().pageSize());
-        }
-        return len;
     }
 
     private static int[] promptIds(ApiRequest r, LoadedModel m) {

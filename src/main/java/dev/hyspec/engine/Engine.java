@@ -38,6 +38,7 @@ import org.jboss.logging.Logger;
 @ApplicationScoped
 public class Engine {
     private static final Logger LOG = Logger.getLogger(Engine.class);
+    private static final long SNAPSHOT_INTERVAL_NANOS = 100_000_000L;
 
     private final ModelRegistry registry;
     private final HyspecConfig config;
@@ -51,6 +52,7 @@ public class Engine {
     private volatile boolean draining;
     private volatile long heartbeat = System.nanoTime();
     private volatile EngineMetrics snapshot;
+    private long snapshotNanos;   // engine thread only
     private Thread thread;
 
     public Engine(ModelRegistry registry, HyspecConfig config, @Any Instance<RollbackStrategy> strategyBeans,
@@ -211,7 +213,7 @@ public class Engine {
         return System.nanoTime() - heartbeat;
     }
 
-    /** The counters as of the engine's last loop (no call to the engine thread); empty before it runs. */
+    /** The counters as of at most ~100 ms ago (no call to the engine thread); empty before the engine runs. */
     public Optional<EngineMetrics> lastMetrics() {
         return Optional.ofNullable(snapshot);
     }
@@ -301,6 +303,11 @@ public class Engine {
         commands.add(() -> c.abort(id));
     }
 
+    /** The longest sequence (prompt + output) the engine serves; see {@link EngineCore#maxSequenceLength()}. */
+    public int maxSequenceLength() {
+        return requireCore().maxSequenceLength();
+    }
+
     /** Requests submitted and not yet finished (running or waiting). */
     public int inFlight() {
         return inFlight.get();
@@ -359,8 +366,13 @@ public class Engine {
                 if (core.hasWork()) {
                     core.step();
                 }
-                snapshot = core.metrics();
-                heartbeat = System.nanoTime();
+                long now = System.nanoTime();
+                // the pool and cache figures walk every slot and block: refresh them at a bounded rate, not every step
+                if (now - snapshotNanos >= SNAPSHOT_INTERVAL_NANOS || snapshot == null) {
+                    snapshot = core.metrics();
+                    snapshotNanos = now;
+                }
+                heartbeat = now;
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
                 break;

@@ -112,6 +112,15 @@ public final class EngineCore implements AutoCloseable {
         return new TreeMap<>(strategies).keySet();
     }
 
+    /**
+     * The longest sequence (prompt + output) a request may reach: {@code max-model-len}, and the KV
+     * cache's capacity when the model has attention. Immutable, so any thread may ask.
+     */
+    public int maxSequenceLength() {
+        int len = options.maxModelLen();
+        return model.kvWidths().length > 0 ? Math.min(len, options.kvPages() * options.pageSize()) : len;
+    }
+
     // ---- requests ----
 
     /** Checks a request against the model and the engine's limits; throws naming the field at fault. */
