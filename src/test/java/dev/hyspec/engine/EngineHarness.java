@@ -1,7 +1,6 @@
 package dev.hyspec.engine;
 
 import dev.hyspec.backend.Backend;
-import dev.hyspec.backend.cpu.CpuBackend;
 import dev.hyspec.checkpoint.Checkpoint;
 import dev.hyspec.model.HybridModel;
 import dev.hyspec.model.Sequence;
@@ -14,6 +13,7 @@ import dev.hyspec.state.ReplayStrategy;
 import dev.hyspec.state.RollbackStrategy;
 import dev.hyspec.testing.Fixtures;
 import dev.hyspec.testing.StateAssertions;
+import dev.hyspec.testing.TestBackends;
 import dev.hyspec.testing.Fixtures.Fixture;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -34,7 +34,7 @@ final class EngineHarness {
     private EngineHarness() {}
 
     static HybridModel model(Fixture f) {
-        return MODELS.computeIfAbsent(f.dir().toString(), k -> HybridModel.load(Checkpoint.open(f.dir()), new CpuBackend()));
+        return MODELS.computeIfAbsent(f.dir().toString(), k -> HybridModel.load(Checkpoint.open(f.dir()), TestBackends.create()));
     }
 
     /** The reference fixtures with recurrent layers (all of them). */

@@ -5,7 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.hyspec.backend.Backend;
 import dev.hyspec.backend.Tensor;
-import dev.hyspec.backend.cpu.CpuBackend;
+import dev.hyspec.testing.TestBackends;
 import dev.hyspec.checkpoint.Checkpoint;
 import dev.hyspec.state.KvBlockPool;
 import dev.hyspec.state.MambaStatePool;
@@ -30,7 +30,7 @@ class ChunkedPrefillTest {
     }
 
     private static void check(Fixture f) {
-        Backend backend = new CpuBackend();
+        Backend backend = TestBackends.create();
         HybridModel model = HybridModel.load(Checkpoint.open(f.dir()), backend);
         int[] prompt = f.prompts().stream().max((a, b) -> a.length - b.length).orElseThrow();
         int vocab = model.config().vocabSize();

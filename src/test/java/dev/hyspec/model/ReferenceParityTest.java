@@ -5,7 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.hyspec.backend.Backend;
 import dev.hyspec.backend.Tensor;
-import dev.hyspec.backend.cpu.CpuBackend;
+import dev.hyspec.testing.TestBackends;
 import dev.hyspec.checkpoint.Checkpoint;
 import dev.hyspec.checkpoint.TensorEntry;
 import dev.hyspec.sampling.Sampler;
@@ -40,7 +40,7 @@ class ReferenceParityTest {
     }
 
     static void checkLogits(Fixture f, int p) {
-        Backend backend = new CpuBackend();
+        Backend backend = TestBackends.create();
         HybridModel model = HybridModel.load(Checkpoint.open(f.dir()), backend);
         int[] prompt = f.prompts().get(p);
         float[] got = backend.download(model.newSequence(prompt.length).forward(prompt, true));
@@ -52,7 +52,7 @@ class ReferenceParityTest {
     }
 
     static void checkGreedy(Fixture f, int p) {
-        Backend backend = new CpuBackend();
+        Backend backend = TestBackends.create();
         HybridModel model = HybridModel.load(Checkpoint.open(f.dir()), backend);
         int[] want = f.greedy().get(p);
         int[] got = greedy(model, f.prompts().get(p), want.length);

@@ -1,0 +1,416 @@
+package dev.hyspec.backend.cuda;
+
+import static jcuda.driver.JCudaDriver.cuMemcpyDtoDAsync;
+import static jcuda.driver.JCudaDriver.cuMemsetD32Async;
+
+import dev.hyspec.backend.Backend;
+import dev.hyspec.backend.GdnDims;
+import dev.hyspec.backend.Mamba2Dims;
+import dev.hyspec.backend.StateLayout;
+import dev.hyspec.backend.Tensor;
+import dev.hyspec.checkpoint.DType;
+import dev.hyspec.checkpoint.TensorEntry;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import jcuda.Pointer;
+import jcuda.driver.CUdeviceptr;
+
+/**
+ * The GPU backend: the {@link Backend} operations as kernels from {@code src/native-kernels}, launched
+ * through the JCuda driver API on one stream. Weights stay in their checkpoint dtype (bf16 on real
+ * checkpoints) and are widened in registers; activations and recurrent state are float32 and every
+ * product accumulates in float32, so the numbers follow the CPU reference to rounding.
+ */
+public final class CudaBackend implements Backend {
+    private final CudaRuntime rt;
+    private final DenseKernels dense;
+    private final AttentionKernels attention;
+    private final Mamba2Kernels mamba2;
+    private final GdnKernels gdn;
+
+    /** Opens CUDA device 0; throws {@link IllegalStateException} saying why when there is none. */
+    public CudaBackend() {
+        this(new CudaRuntime(0));
+    }
+
+    CudaBackend(CudaRuntime rt) {
+        this.rt = rt;
+        this.dense = new DenseKernels(rt);
+        this.attention = new AttentionKernels(rt);
+        this.mamba2 = new Mamba2Kernels(rt);
+        this.gdn = new GdnKernels(rt);
+    }
+
+    @Override
+    public String name() {
+        return "cuda";
+    }
+
+    /** The device's name, as the driver reports it. */
+    public String deviceName() {
+        return rt.deviceName();
+    }
+
+    /** Bytes of device memory held by tensors that were not freed (weights, pools, temporaries). */
+    public long liveBytes() {
+        return rt.liveBytes();
+    }
+
+    /** Live device blocks: tensors not freed, plus the backend's own staging area. */
+    public long liveBlocks() {
+        return rt.liveBlocks();
+    }
+
+    /** Waits for every issued kernel. */
+    public void synchronize() {
+        rt.enter();
+        rt.sync();
+    }
+
+    static CudaTensor t(Tensor t) {
+        if (t instanceof CudaTensor c) {
+            return c;
+        }
+        throw new IllegalArgumentException("not a CUDA tensor: " + t);
+    }
+
+    static CudaTensor f32(Tensor t) {
+        CudaTensor c = t(t);
+        if (c.dtype() != DType.F32) {
+            throw new IllegalArgumentException("expected a float32 tensor, got " + c);
+        }
+        return c;
+    }
+
+    // ---- memory ----
+
+    private CudaTensor alloc(DType dtype, int[] shape) {
+        long n = 1;
+        for (int d : shape) {
+            if (d < 0) {
+                throw new IllegalArgumentException("negative dimension");
+            }
+            n *= d;
+        }
+        long bytes = n * dtype.bytes();
+        return new CudaTensor(rt.memory().alloc(bytes), dtype, shape, bytes);
+    }
+
+    @Override
+    public Tensor zeros(int... shape) {
+        rt.enter();
+        CudaTensor t = alloc(DType.F32, shape);
+        zero(t);
+        return t;
+    }
+
+    @Override
+    public Tensor upload(float[] data, int... shape) {
+        rt.enter();
+        CudaTensor t = alloc(DType.F32, shape);
+        if (t.numel() != data.length) {
+            free(t);
+            throw new IllegalArgumentException("upload: " + data.length + " values for shape of " + t.numel());
+        }
+        if (data.length > 0) {
+            rt.upload(Pointer.to(data), t.ptr(), (long) data.length * 4);
+        }
+        return t;
+    }
+
+    @Override
+    public float[] download(Tensor tensor) {
+        rt.enter();
+        CudaTensor t = t(tensor);
+        int n = Math.toIntExact(t.numel());
+        float[] out = new float[n];
+        if (n == 0) {
+            return out;
+        }
+        if (t.dtype() == DType.F32) {
+            rt.download(t.ptr(), Pointer.to(out), (long) n * 4);
+            return out;
+        }
+        short[] raw = new short[n];
+        rt.download(t.ptr(), Pointer.to(raw), (long) n * 2);
+        for (int i = 0; i < n; i++) {
+            out[i] = t.dtype() == DType.BF16 ? DType.bf16ToFloat(raw[i]) : DType.f16ToFloat(raw[i]);
+        }
+        return out;
+    }
+
+    @Override
+    public Tensor weight(TensorEntry entry) {
+        rt.enter();
+        CudaTensor t = alloc(entry.dtype(), entry.shape());
+        long bytes = entry.numElements() * entry.dtype().bytes();
+        if (bytes > 0) {
+            rt.upload(Pointer.to(direct(entry.bytes(), bytes)), t.ptr(), bytes);
+        }
+        return t;
+    }
+
+    @Override
+    public Tensor weightRows(TensorEntry entry, int[] rows) {
+        rt.enter();
+        int[] shape = entry.shape();
+        long rowBytes = entry.numElements() / shape[0] * entry.dtype().bytes();
+        ByteBuffer src = entry.bytes();
+        ByteBuffer dst = ByteBuffer.allocateDirect(Math.toIntExact(rowBytes * rows.length)).order(ByteOrder.LITTLE_ENDIAN);
+        for (int r : rows) {
+            if (r < 0 || r >= shape[0]) {
+                throw new IndexOutOfBoundsException("row " + r + " of " + entry);
+            }
+            dst.put(src.slice((int) (r * rowBytes), (int) rowBytes));
+        }
+        dst.flip();
+        int[] newShape = shape.clone();
+        newShape[0] = rows.length;
+        CudaTensor t = alloc(entry.dtype(), newShape);
+        if (dst.remaining() > 0) {
+            rt.upload(Pointer.to(dst), t.ptr(), dst.remaining());
+        }
+        return t;
+    }
+
+    /** A direct buffer of the first {@code bytes} bytes (mapped checkpoint buffers already are). */
+    private static ByteBuffer direct(ByteBuffer b, long bytes) {
+        ByteBuffer view = b.slice(0, Math.toIntExact(bytes));
+        if (view.isDirect()) {
+            return view;
+        }
+        ByteBuffer d = ByteBuffer.allocateDirect(view.remaining());
+        d.put(view).flip();
+        return d;
+    }
+
+    @Override
+    public void free(Tensor tensor) {
+        rt.enter();
+        CudaTensor t = t(tensor);
+        if (t.markFreed()) {
+            rt.memory().release(t.ptrUnchecked(), t.bytes());
+        }
+    }
+
+    @Override
+    public void copyRows(Tensor src, int srcRow, Tensor dst, int dstRow, int n) {
+        rt.enter();
+        CudaTensor s = f32(src);
+        CudaTensor d = f32(dst);
+        int cols = s.cols();
+        if (d.cols() != cols) {
+            throw new IllegalArgumentException("copyRows: " + src + " and " + dst + " differ in columns");
+        }
+        if (srcRow < 0 || dstRow < 0 || n < 0 || srcRow + n > s.rows() || dstRow + n > d.rows()) {
+            throw new IndexOutOfBoundsException("copyRows: rows out of range");
+        }
+        if (n > 0) {
+            cuMemcpyDtoDAsync(d.at((long) dstRow * cols), s.at((long) srcRow * cols), (long) n * cols * 4, rt.stream());
+        }
+    }
+
+    @Override
+    public void copy(Tensor src, Tensor dst) {
+        rt.enter();
+        CudaTensor s = f32(src);
+        CudaTensor d = f32(dst);
+        if (s.numel() != d.numel()) {
+            throw new IllegalArgumentException("copy: " + src + " to " + dst);
+        }
+        if (s.numel() > 0 && s != d) {
+            cuMemcpyDtoDAsync(d.ptr(), s.ptr(), s.numel() * 4, rt.stream());
+        }
+    }
+
+    @Override
+    public void zero(Tensor tensor) {
+        rt.enter();
+        CudaTensor t = t(tensor);
+        long words = t.numel() * t.dtype().bytes() / 4;
+        if (words > 0) {
+            cuMemsetD32Async(t.ptr(), 0, words, rt.stream());
+        }
+    }
+
+    // ---- dense math ----
+
+    @Override
+    public void embedding(int[] ids, Tensor table, Tensor out) {
+        rt.enter();
+        dense.embedding(ids, t(table), f32(out));
+    }
+
+    @Override
+    public void matmul(Tensor x, Tensor w, Tensor bias, Tensor out) {
+        rt.enter();
+        dense.matmul(f32(x), t(w), bias == null ? null : t(bias), f32(out));
+    }
+
+    @Override
+    public void rmsNorm(Tensor x, Tensor w, int groupSize, float eps, boolean plusOne, Tensor out) {
+        rt.enter();
+        dense.rmsNorm(f32(x), t(w), groupSize, eps, plusOne, f32(out));
+    }
+
+    @Override
+    public void gatedRmsNorm(Tensor x, Tensor gate, Tensor w, int groupSize, float eps, boolean gateFirst, Tensor out) {
+        rt.enter();
+        dense.gatedRmsNorm(f32(x), f32(gate), t(w), groupSize, eps, gateFirst, f32(out));
+    }
+
+    @Override
+    public void add(Tensor a, Tensor b, Tensor out) {
+        rt.enter();
+        dense.add(f32(a), f32(b), f32(out));
+    }
+
+    @Override
+    public void relu2(Tensor x, Tensor out) {
+        rt.enter();
+        dense.relu2(f32(x), f32(out));
+    }
+
+    @Override
+    public void siluMul(Tensor gate, Tensor up, Tensor out) {
+        rt.enter();
+        dense.siluMul(f32(gate), f32(up), f32(out));
+    }
+
+    @Override
+    public void sigmoidGate(Tensor x, Tensor gate, Tensor out) {
+        rt.enter();
+        dense.sigmoidGate(f32(x), f32(gate), f32(out));
+    }
+
+    @Override
+    public void scaleRows(Tensor x, float[] scale, Tensor out) {
+        rt.enter();
+        dense.scaleRows(f32(x), scale, f32(out));
+    }
+
+    // ---- attention ----
+
+    @Override
+    public void rope(Tensor x, int heads, int headDim, int rotaryDim, float theta, int[] positions) {
+        rt.enter();
+        attention.rope(f32(x), heads, headDim, rotaryDim, theta, positions);
+    }
+
+    @Override
+    public void writeKv(Tensor k, Tensor v, Tensor kPages, Tensor vPages, int[] blockTable, int pageSize, int start) {
+        rt.enter();
+        attention.writeKv(f32(k), f32(v), f32(kPages), f32(vPages), blockTable, pageSize, start);
+    }
+
+    @Override
+    public void pagedAttention(Tensor q, Tensor kPages, Tensor vPages, int[] blockTable, int pageSize, int numHeads,
+                               int numKvHeads, int headDim, int pastLen, Tensor out) {
+        rt.enter();
+        attention.pagedAttention(f32(q), f32(kPages), f32(vPages), blockTable, pageSize, numHeads, numKvHeads, headDim,
+                pastLen, f32(out));
+    }
+
+    // ---- recurrent layers ----
+
+    @Override
+    public void causalConv1d(Tensor x, Tensor window, Tensor w, Tensor bias, Tensor out, boolean advance) {
+        rt.enter();
+        mamba2.causalConv1d(f32(x), f32(window), t(w), bias == null ? null : t(bias), f32(out), advance);
+    }
+
+    @Override
+    public void shiftWindow(Tensor window, Tensor x, int count) {
+        rt.enter();
+        mamba2.shiftWindow(f32(window), f32(x), count);
+    }
+
+    @Override
+    public void mamba2Scan(Tensor state, StateLayout layout, Tensor xBC, Tensor dtRaw, Tensor dtBias, Tensor aLog,
+                           Tensor d, Mamba2Dims dims, Tensor y) {
+        rt.enter();
+        mamba2.scan(f32(state), layout, f32(xBC), f32(dtRaw), t(dtBias), t(aLog), t(d), dims, f32(y));
+    }
+
+    @Override
+    public void mamba2ScanStates(Tensor state, StateLayout layout, Tensor xBC, Tensor dtRaw, Tensor dtBias,
+                                 Tensor aLog, Tensor d, Mamba2Dims dims, Tensor[] states, Tensor y) {
+        rt.enter();
+        mamba2.scanStates(f32(state), layout, f32(xBC), f32(dtRaw), t(dtBias), t(aLog), t(d), dims, f32s(states), f32(y));
+    }
+
+    @Override
+    public void mamba2Replay(Tensor state, StateLayout layout, Tensor history, int count, Mamba2Dims dims) {
+        rt.enter();
+        mamba2.replay(f32(state), layout, f32(history), count, dims);
+    }
+
+    @Override
+    public void mamba2ReplayOutputs(Tensor state, StateLayout layout, Tensor xBC, Tensor dtRaw, Tensor dtBias,
+                                    Tensor aLog, Tensor d, Mamba2Dims dims, Tensor history, Tensor y) {
+        rt.enter();
+        mamba2.replayOutputs(f32(state), layout, f32(xBC), f32(dtRaw), t(dtBias), t(aLog), t(d), dims, f32(history),
+                f32(y));
+    }
+
+    @Override
+    public void gatedDeltaScan(Tensor state, StateLayout layout, Tensor qkv, Tensor a, Tensor b, Tensor aLog,
+                               Tensor dtBias, GdnDims dims, Tensor out) {
+        rt.enter();
+        gdn.scan(f32(state), layout, f32(qkv), f32(a), f32(b), t(aLog), t(dtBias), dims, f32(out));
+    }
+
+    @Override
+    public void gatedDeltaScanStates(Tensor state, StateLayout layout, Tensor qkv, Tensor a, Tensor b, Tensor aLog,
+                                     Tensor dtBias, GdnDims dims, Tensor[] states, Tensor out) {
+        rt.enter();
+        gdn.scanStates(f32(state), layout, f32(qkv), f32(a), f32(b), t(aLog), t(dtBias), dims, f32s(states), f32(out));
+    }
+
+    @Override
+    public void gatedDeltaReplay(Tensor state, StateLayout layout, Tensor history, int count, GdnDims dims) {
+        rt.enter();
+        gdn.replay(f32(state), layout, f32(history), count, dims);
+    }
+
+    @Override
+    public void gatedDeltaReplayOutputs(Tensor state, StateLayout layout, Tensor qkv, Tensor a, Tensor b, Tensor aLog,
+                                        Tensor dtBias, GdnDims dims, Tensor history, Tensor out) {
+        rt.enter();
+        gdn.replayOutputs(f32(state), layout, f32(qkv), f32(a), f32(b), t(aLog), t(dtBias), dims, f32(history),
+                f32(out));
+    }
+
+    @Override
+    public void transposeState(Tensor state, int heads, int rows, int cols) {
+        rt.enter();
+        mamba2.transposeState(f32(state), heads, rows, cols);
+    }
+
+    // ---- mixture of experts ----
+
+    @Override
+    public void gatherRows(Tensor src, int[] rows, Tensor dst) {
+        rt.enter();
+        dense.gatherRows(f32(src), rows, f32(dst));
+    }
+
+    @Override
+    public void scatterAddRows(Tensor src, int[] rows, float[] scale, Tensor dst) {
+        rt.enter();
+        dense.scatterAddRows(f32(src), rows, scale, f32(dst));
+    }
+
+    private static CudaTensor[] f32s(Tensor[] ts) {
+        CudaTensor[] out = new CudaTensor[ts.length];
+        for (int i = 0; i < ts.length; i++) {
+            out[i] = f32(ts[i]);
+        }
+        return out;
+    }
+
+    @Override
+    public void close() {
+        rt.close();
+    }
+}

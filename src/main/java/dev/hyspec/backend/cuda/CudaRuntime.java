@@ -1,0 +1,308 @@
+package dev.hyspec.backend.cuda;
+
+import static jcuda.driver.JCudaDriver.cuCtxSetCurrent;
+import static jcuda.driver.JCudaDriver.cuDeviceGet;
+import static jcuda.driver.JCudaDriver.cuDeviceGetAttribute;
+import static jcuda.driver.JCudaDriver.cuDeviceGetCount;
+import static jcuda.driver.JCudaDriver.cuDeviceGetName;
+import static jcuda.driver.JCudaDriver.cuDevicePrimaryCtxRelease;
+import static jcuda.driver.JCudaDriver.cuDevicePrimaryCtxRetain;
+import static jcuda.driver.JCudaDriver.cuFuncSetAttribute;
+import static jcuda.driver.JCudaDriver.cuInit;
+import static jcuda.driver.JCudaDriver.cuLaunchKernel;
+import static jcuda.driver.JCudaDriver.cuMemAllocHost;
+import static jcuda.driver.JCudaDriver.cuMemFreeHost;
+import static jcuda.driver.JCudaDriver.cuMemcpyDtoH;
+import static jcuda.driver.JCudaDriver.cuMemcpyHtoD;
+import static jcuda.driver.JCudaDriver.cuMemcpyHtoDAsync;
+import static jcuda.driver.JCudaDriver.cuModuleGetFunction;
+import static jcuda.driver.JCudaDriver.cuModuleLoadData;
+import static jcuda.driver.JCudaDriver.cuModuleUnload;
+import static jcuda.driver.JCudaDriver.cuStreamCreate;
+import static jcuda.driver.JCudaDriver.cuStreamDestroy;
+import static jcuda.driver.JCudaDriver.cuStreamSynchronize;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import jcuda.CudaException;
+import jcuda.Pointer;
+import jcuda.driver.CUcontext;
+import jcuda.driver.CUdevice;
+import jcuda.driver.CUdevice_attribute;
+import jcuda.driver.CUdeviceptr;
+import jcuda.driver.CUfunction;
+import jcuda.driver.CUfunction_attribute;
+import jcuda.driver.CUmodule;
+import jcuda.driver.CUstream;
+import jcuda.driver.CUstream_flags;
+import jcuda.driver.JCudaDriver;
+
+/**
+ * One CUDA device as hyspec uses it: the primary context, one stream that all work is issued on,
+ * the PTX modules built from {@code src/native-kernels} (resources under {@value #PTX_DIR}), the
+ * accounted device memory, and a pinned staging area for the small host arrays that kernels take
+ * (token ids, positions, block tables). The thread that drives the engine owns it; any thread that
+ * calls in gets the context made current once.
+ */
+public final class CudaRuntime implements AutoCloseable {
+    static final String PTX_DIR = "native-kernels";
+    /** Bytes of pinned host memory (and its device twin) for host arrays staged per launch. */
+    private static final int STAGING_BYTES = 4 << 20;
+
+    private final CUdevice device = new CUdevice();
+    private final CUcontext context = new CUcontext();
+    private final CUstream stream = new CUstream();
+    private final List<CUmodule> modules = new ArrayList<>();
+    private final Map<String, CUfunction> functions = new HashMap<>();
+    private final ThreadLocal<Boolean> current = ThreadLocal.withInitial(() -> false);
+    private final DeviceMemory memory = new DeviceMemory();
+    private final String deviceName;
+    private final int smCount;
+    private final Pointer stagingHost = new Pointer();
+    private final ByteBuffer staging;
+    private final CUdeviceptr stagingDevice;
+    private int stagingAt;
+    private boolean closed;
+
+    /** Opens device {@code ordinal}; throws {@link IllegalStateException} saying why when it cannot. */
+    public CudaRuntime(int ordinal) {
+        Optional<String> missing = unavailableReason();
+        if (missing.isPresent()) {
+            throw new IllegalStateException(missing.get());
+        }
+        cuDeviceGet(device, ordinal);
+        cuDevicePrimaryCtxRetain(context, device);
+        cuCtxSetCurrent(context);
+        current.set(true);
+        byte[] name = new byte[256];
+        cuDeviceGetName(name, name.length, device);
+        deviceName = new String(name, StandardCharsets.UTF_8).trim().replace("\0", "");
+        int[] v = new int[1];
+        cuDeviceGetAttribute(v, CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+        smCount = v[0];
+        cuStreamCreate(stream, CUstream_flags.CU_STREAM_NON_BLOCKING);
+        for (Map.Entry<String, byte[]> ptx : loadPtx().entrySet()) {
+            CUmodule m = new CUmodule();
+            cuModuleLoadData(m, ptx.getValue());
+            modules.add(m);
+        }
+        cuMemAllocHost(stagingHost, STAGING_BYTES);
+        staging = stagingHost.getByteBuffer(0, STAGING_BYTES).order(ByteOrder.nativeOrder());
+        stagingDevice = memory.alloc(STAGING_BYTES);
+    }
+
+    /**
+     * Why no CUDA device can be used here (no driver, no device, or the kernels were not built),
+     * or empty when one can.
+     */
+    public static Optional<String> unavailableReason() {
+        if (CudaRuntime.class.getClassLoader().getResource(PTX_DIR + "/index.txt") == null) {
+            return Optional.of("the CUDA kernels were not built (no nvcc at build time): no " + PTX_DIR
+                    + "/index.txt resource");
+        }
+        try {
+            JCudaDriver.setExceptionsEnabled(true);
+            cuInit(0);
+            int[] count = new int[1];
+            cuDeviceGetCount(count);
+            if (count[0] == 0) {
+                return Optional.of("the CUDA driver reports no device");
+            }
+            return Optional.empty();
+        } catch (CudaException e) {
+            return Optional.of("CUDA driver: " + e.getMessage());
+        } catch (LinkageError e) {
+            return Optional.of("no CUDA driver (libcuda) could be loaded: " + e.getMessage());
+        }
+    }
+
+    private static Map<String, byte[]> loadPtx() {
+        Map<String, byte[]> out = new LinkedHashMap<>();
+        ClassLoader cl = CudaRuntime.class.getClassLoader();
+        String index = new String(resource(cl, PTX_DIR + "/index.txt"), StandardCharsets.UTF_8);
+        for (String name : index.split("\\s+")) {
+            if (!name.isBlank()) {
+                byte[] ptx = resource(cl, PTX_DIR + "/" + name + ".ptx");
+                out.put(name, Arrays.copyOf(ptx, ptx.length + 1));   // cuModuleLoadData wants a NUL-terminated image
+            }
+        }
+        return out;
+    }
+
+    private static byte[] resource(ClassLoader cl, String path) {
+        try (InputStream in = cl.getResourceAsStream(path)) {
+            if (in == null) {
+                throw new IllegalStateException("missing resource " + path);
+            }
+            return in.readAllBytes();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /** Makes the context current on the calling thread (once per thread). */
+    void enter() {
+        if (closed) {
+            throw new IllegalStateException("the CUDA backend was closed");
+        }
+        if (!current.get()) {
+            cuCtxSetCurrent(context);
+            current.set(true);
+        }
+    }
+
+    public String deviceName() {
+        return deviceName;
+    }
+
+    public int smCount() {
+        return smCount;
+    }
+
+    CUstream stream() {
+        return stream;
+    }
+
+    DeviceMemory memory() {
+        return memory;
+    }
+
+    /** A kernel by its {@code extern "C"} name, from whichever module defines it. */
+    CUfunction function(String name) {
+        CUfunction f = functions.get(name);
+        if (f != null) {
+            return f;
+        }
+        for (CUmodule m : modules) {
+            CUfunction candidate = new CUfunction();
+            try {
+                cuModuleGetFunction(candidate, m, name);
+                functions.put(name, candidate);
+                return candidate;
+            } catch (CudaException e) {
+                // not in this module
+            }
+        }
+        throw new IllegalStateException("no CUDA kernel named " + name + " in the built PTX");
+    }
+
+    /** Allows a kernel more than 48 KiB of dynamic shared memory. */
+    void allowSharedMemory(String kernel, int bytes) {
+        cuFuncSetAttribute(function(kernel), CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                bytes);
+    }
+
+    /**
+     * Launches {@code kernel} on the stream. Arguments: {@link CudaTensor} and {@link CUdeviceptr}
+     * become device pointers, {@link Integer}, {@link Float}, {@link Long} their C types.
+     */
+    void launch(String kernel, int gridX, int gridY, int gridZ, int blockX, int sharedBytes, Object... args) {
+        Pointer[] params = new Pointer[args.length];
+        for (int i = 0; i < args.length; i++) {
+            Object a = args[i];
+            if (a instanceof CudaTensor t) {
+                params[i] = Pointer.to(t.ptr());
+            } else if (a instanceof CUdeviceptr p) {
+                params[i] = Pointer.to(p);
+            } else if (a instanceof Integer v) {
+                params[i] = Pointer.to(new int[] {v});
+            } else if (a instanceof Float v) {
+                params[i] = Pointer.to(new float[] {v});
+            } else if (a instanceof Long v) {
+                params[i] = Pointer.to(new long[] {v});
+            } else {
+                throw new IllegalArgumentException("argument " + i + " to " + kernel + ": " + a);
+            }
+        }
+        if (gridX <= 0 || gridY <= 0 || gridZ <= 0) {
+            return;   // nothing to do
+        }
+        cuLaunchKernel(function(kernel), gridX, gridY, gridZ, blockX, 1, 1, sharedBytes, stream,
+                Pointer.to(params), null);
+    }
+
+    /**
+     * Copies {@code data} to device memory that stays valid for the work issued after this call (the
+     * staging area is reused once it fills, after the stream has drained). Returns its address.
+     */
+    CUdeviceptr stage(int[] data) {
+        int bytes = Math.max(4, data.length * 4);
+        if (bytes > STAGING_BYTES) {
+            throw new IllegalArgumentException("host array of " + data.length + " ints is too large to stage");
+        }
+        int at = (stagingAt + 255) & ~255;
+        if (at + bytes > STAGING_BYTES) {
+            cuStreamSynchronize(stream);   // every earlier staged copy and its readers are done
+            at = 0;
+        }
+        staging.position(at);
+        staging.asIntBuffer().put(data);
+        cuMemcpyHtoDAsync(stagingDevice.withByteOffset(at), stagingHost.withByteOffset(at), bytes, stream);
+        stagingAt = at + bytes;
+        return stagingDevice.withByteOffset(at);
+    }
+
+    /** As {@link #stage(int[])} for floats. */
+    CUdeviceptr stage(float[] data) {
+        int[] bits = new int[data.length];
+        for (int i = 0; i < data.length; i++) {
+            bits[i] = Float.floatToRawIntBits(data[i]);
+        }
+        return stage(bits);
+    }
+
+    /** Waits for all issued work. */
+    void sync() {
+        cuStreamSynchronize(stream);
+    }
+
+    /** Copies host bytes to device memory, after all issued work. */
+    void upload(Pointer host, CUdeviceptr dst, long bytes) {
+        sync();
+        cuMemcpyHtoD(dst, host, bytes);
+    }
+
+    /** Copies device memory to the host once all issued work is done. */
+    void download(CUdeviceptr src, Pointer host, long bytes) {
+        sync();
+        cuMemcpyDtoH(host, src, bytes);
+    }
+
+    /** Bytes of device memory held by live tensors. */
+    public long liveBytes() {
+        return memory.liveBytes();
+    }
+
+    /** Live device blocks (tensors plus the staging area). */
+    public long liveBlocks() {
+        return memory.liveBlocks();
+    }
+
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        enter();
+        sync();
+        closed = true;
+        memory.close();
+        cuMemFreeHost(stagingHost);
+        for (CUmodule m : modules) {
+            cuModuleUnload(m);
+        }
+        cuStreamDestroy(stream);
+        cuDevicePrimaryCtxRelease(device);
+    }
+}
