@@ -22,20 +22,37 @@ import jcuda.driver.CUdeviceptr;
  * product accumulates in float32, so the numbers follow the CPU reference to rounding.
  */
 public final class CudaBackend implements Backend {
+    /**
+     * How matmuls treat activations: {@code BF16} rounds them to bfloat16 and runs prefill-shaped
+     * products on tensor cores (the serving default); {@code FLOAT32} keeps them float32 everywhere
+     * (exact against the CPU reference, for tests).
+     */
+    public enum Precision {
+        FLOAT32,
+        BF16
+    }
+
     private final CudaRuntime rt;
+    private final Precision precision;
     private final DenseKernels dense;
     private final AttentionKernels attention;
     private final Mamba2Kernels mamba2;
     private final GdnKernels gdn;
 
-    /** Opens CUDA device 0; throws {@link IllegalStateException} saying why when there is none. */
+    /** Opens CUDA device 0 in float32 precision; throws {@link IllegalStateException} saying why when there is none. */
     public CudaBackend() {
-        this(new CudaRuntime(0));
+        this(Precision.FLOAT32);
     }
 
-    CudaBackend(CudaRuntime rt) {
+    /** Opens CUDA device 0; throws {@link IllegalStateException} saying why when there is none. */
+    public CudaBackend(Precision precision) {
+        this(new CudaRuntime(0), precision);
+    }
+
+    CudaBackend(CudaRuntime rt, Precision precision) {
         this.rt = rt;
-        this.dense = new DenseKernels(rt);
+        this.precision = precision;
+        this.dense = new DenseKernels(rt, precision);
         this.attention = new AttentionKernels(rt);
         this.mamba2 = new Mamba2Kernels(rt);
         this.gdn = new GdnKernels(rt);
@@ -44,6 +61,10 @@ public final class CudaBackend implements Backend {
     @Override
     public String name() {
         return "cuda";
+    }
+
+    public Precision precision() {
+        return precision;
     }
 
     /** The device's name, as the driver reports it. */

@@ -6,9 +6,11 @@ import dev.hyspec.checkpoint.DType;
 final class DenseKernels {
     private static final int BLOCK = 256;
     private final CudaRuntime rt;
+    private final CudaBackend.Precision precision;
 
-    DenseKernels(CudaRuntime rt) {
+    DenseKernels(CudaRuntime rt, CudaBackend.Precision precision) {
         this.rt = rt;
+        this.precision = precision;
     }
 
     /** The kernel-name suffix for a weight's dtype. */
