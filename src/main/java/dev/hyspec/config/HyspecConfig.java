@@ -13,9 +13,22 @@ public interface HyspecConfig {
 
     Model model();
 
-    /** Compute backend: {@code cpu} (the pure-Java reference). */
-    @WithDefault("cpu")
+    /**
+     * Compute backend: {@code auto} (CUDA when a device and the built kernels are present, else the
+     * CPU; the choice is logged), {@code cpu} (the pure-Java reference) or {@code cuda} (fails at
+     * startup, saying why, when no device can be used).
+     */
+    @WithDefault("auto")
     String backend();
+
+    /**
+     * Element type of matmul activations on the cuda backend: {@code bfloat16} (tensor cores for
+     * prefill-shaped products), {@code float32} (exact against the CPU reference), or {@code auto}:
+     * bfloat16 on cuda, float32 on cpu, which computes in float32 only.
+     */
+    @WithName("activation-dtype")
+    @WithDefault("auto")
+    String activationDtype();
 
     Scheduler scheduler();
 

@@ -1,7 +1,6 @@
 package dev.hyspec.engine;
 
 import dev.hyspec.backend.Backend;
-import dev.hyspec.backend.cpu.CpuBackend;
 import dev.hyspec.checkpoint.Checkpoint;
 import dev.hyspec.config.HyspecConfig;
 import dev.hyspec.model.HybridModel;
@@ -52,15 +51,7 @@ public class ModelRegistry {
             }
             LOG.infof("hyspec.model.path is not set: serving the embedded model %s", path.get());
         }
-        backend = switch (config.backend()) {
-            case "cpu" -> new CpuBackend();
-            default -> throw new IllegalArgumentException("hyspec.backend=" + config.backend()
-                    + " is not available; supported: cpu");
-        };
-        if (!config.stateDtype().equals("float32")) {
-            throw new IllegalArgumentException("hyspec.state-dtype=" + config.stateDtype() + " is not available on the "
-                    + config.backend() + " backend, which keeps float32 recurrent state; use float32");
-        }
+        backend = Backends.open(config.backend(), config.activationDtype(), config.stateDtype());
         Path dir = path.get().toAbsolutePath().normalize();
         long start = System.nanoTime();
         HybridModel model = HybridModel.load(Checkpoint.open(dir), backend);

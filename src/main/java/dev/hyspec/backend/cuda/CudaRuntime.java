@@ -106,7 +106,16 @@ public final class CudaRuntime implements AutoCloseable {
      * Why no CUDA device can be used here (no driver, no device, or the kernels were not built),
      * or empty when one can.
      */
-    public static Optional<String> unavailableReason() {
+    public static synchronized Optional<String> unavailableReason() {
+        if (probed == null) {
+            probed = probe();   // once: a failed native load cannot be retried in the same JVM
+        }
+        return probed;
+    }
+
+    private static Optional<String> probed;
+
+    private static Optional<String> probe() {
         if (CudaRuntime.class.getClassLoader().getResource(PTX_DIR + "/index.txt") == null) {
             return Optional.of("the CUDA kernels were not built (no nvcc at build time): no " + PTX_DIR
                     + "/index.txt resource");
