@@ -132,7 +132,9 @@ public final class CudaRuntime implements AutoCloseable {
         } catch (CudaException e) {
             return Optional.of("CUDA driver: " + e.getMessage());
         } catch (LinkageError e) {
-            return Optional.of("no CUDA driver (libcuda) could be loaded: " + e.getMessage());
+            String msg = String.valueOf(e.getMessage());
+            return Optional.of(msg.contains("libcuda") ? "no CUDA driver: libcuda.so.1 cannot be loaded"
+                    : "the JCuda driver library cannot be loaded: " + msg.lines().findFirst().orElse(msg));
         }
     }
 
