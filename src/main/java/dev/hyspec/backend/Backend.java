@@ -12,6 +12,17 @@ public interface Backend extends AutoCloseable {
 
     String name();
 
+    /**
+     * Marks the start of a forward pass of decode and verify rows only, whose work a backend may
+     * record and run as one captured graph, replayed while the same batch shape recurs. Work issued
+     * until {@link #endGraph()} may be deferred: a download in between issues it. Backends without
+     * graphs ignore both calls.
+     */
+    default void beginGraph() {}
+
+    /** Ends what {@link #beginGraph()} started: the recorded work is issued (as a graph where it can be). */
+    default void endGraph() {}
+
     // ---- memory ----
 
     /** A float32 tensor of the given shape, filled with zeros. */

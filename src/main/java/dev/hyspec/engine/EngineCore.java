@@ -1,6 +1,7 @@
 package dev.hyspec.engine;
 
 import dev.hyspec.backend.Backend;
+import dev.hyspec.backend.Tensor;
 import dev.hyspec.model.BatchRow;
 import dev.hyspec.model.BatchRow.Logits;
 import dev.hyspec.model.ForwardBatch;
@@ -308,7 +309,12 @@ public final class EngineCore implements AutoCloseable {
         float[] logits;
         long t0 = System.nanoTime();
         try {
-            logits = backend.download(model.forward(new ForwardBatch(rows), store));
+            Tensor out = model.forward(new ForwardBatch(rows), store);
+            try {
+                logits = backend.download(out);
+            } finally {
+                backend.free(out);
+            }
         } catch (RuntimeException e) {
             for (Scheduled s : scheduled) {
                 metrics.errors++;

@@ -108,6 +108,21 @@ public final class HybridModel {
                         row.mode() == RowMode.PREFILL ? store.layouts().prefill() : store.layouts().generate());
             }
         }
+        // Decode and verify steps (no prefill row) may run as a captured graph on backends that have them.
+        boolean graph = batch.rows().stream().noneMatch(r -> r.mode() == RowMode.PREFILL);
+        if (graph) {
+            backend.beginGraph();
+        }
+        try {
+            return run(batch, store);
+        } finally {
+            if (graph) {
+                backend.endGraph();
+            }
+        }
+    }
+
+    private Tensor run(ForwardBatch batch, StateStore store) {
         int count = batch.totalTokens();
         int hidden = config.hiddenSize();
         // embedding: x [N, D]

@@ -1,8 +1,5 @@
 package dev.hyspec.backend.cuda;
 
-import static jcuda.driver.JCudaDriver.cuMemcpyDtoDAsync;
-import static jcuda.driver.JCudaDriver.cuMemsetD32Async;
-
 import dev.hyspec.backend.Backend;
 import dev.hyspec.backend.GdnDims;
 import dev.hyspec.backend.Mamba2Dims;
@@ -13,7 +10,6 @@ import dev.hyspec.checkpoint.TensorEntry;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import jcuda.Pointer;
-import jcuda.driver.CUdeviceptr;
 
 /**
  * The GPU backend: the {@link Backend} operations as kernels from {@code src/native-kernels}, launched
@@ -80,6 +76,23 @@ public final class CudaBackend implements Backend {
     /** Live device blocks: tensors not freed, plus the backend's own staging area. */
     public long liveBlocks() {
         return rt.liveBlocks();
+    }
+
+    @Override
+    public void beginGraph() {
+        rt.enter();
+        rt.beginGraph();
+    }
+
+    @Override
+    public void endGraph() {
+        rt.enter();
+        rt.endGraph();
+    }
+
+    /** Graphs captured, steps replayed from a graph, recorded steps issued eagerly, recordings given up. */
+    public long[] graphCounts() {
+        return rt.graphCounts();
     }
 
     /** Waits for every issued kernel. */
@@ -210,7 +223,7 @@ public final class CudaBackend implements Backend {
         rt.enter();
         CudaTensor t = t(tensor);
         if (t.markFreed()) {
-            rt.memory().release(t.ptrUnchecked(), t.bytes());
+            rt.memory().release(t.ptrUnchecked());
         }
     }
 
@@ -227,7 +240,7 @@ public final class CudaBackend implements Backend {
             throw new IndexOutOfBoundsException("copyRows: rows out of range");
         }
         if (n > 0) {
-            cuMemcpyDtoDAsync(d.at((long) dstRow * cols), s.at((long) srcRow * cols), (long) n * cols * 4, rt.stream());
+            rt.copy(d.at((long) dstRow * cols), s.at((long) srcRow * cols), (long) n * cols * 4);
         }
     }
 
@@ -240,7 +253,7 @@ public final class CudaBackend implements Backend {
             throw new IllegalArgumentException("copy: " + src + " to " + dst);
         }
         if (s.numel() > 0 && s != d) {
-            cuMemcpyDtoDAsync(d.ptr(), s.ptr(), s.numel() * 4, rt.stream());
+            rt.copy(d.ptr(), s.ptr(), s.numel() * 4);
         }
     }
 
@@ -250,7 +263,7 @@ public final class CudaBackend implements Backend {
         CudaTensor t = t(tensor);
         long words = t.numel() * t.dtype().bytes() / 4;
         if (words > 0) {
-            cuMemsetD32Async(t.ptr(), 0, words, rt.stream());
+            rt.zero(t.ptr(), words);
         }
     }
 

@@ -14,7 +14,9 @@ import static jcuda.driver.JCudaDriver.cuMemAllocHost;
 import static jcuda.driver.JCudaDriver.cuMemFreeHost;
 import static jcuda.driver.JCudaDriver.cuMemcpyDtoH;
 import static jcuda.driver.JCudaDriver.cuMemcpyHtoD;
+import static jcuda.driver.JCudaDriver.cuMemcpyDtoDAsync;
 import static jcuda.driver.JCudaDriver.cuMemcpyHtoDAsync;
+import static jcuda.driver.JCudaDriver.cuMemsetD32Async;
 import static jcuda.driver.JCudaDriver.cuModuleGetFunction;
 import static jcuda.driver.JCudaDriver.cuModuleLoadData;
 import static jcuda.driver.JCudaDriver.cuModuleUnload;
@@ -65,6 +67,7 @@ public final class CudaRuntime implements AutoCloseable {
     private final CUstream stream = new CUstream();
     private final List<CUmodule> modules = new ArrayList<>();
     private final Map<String, CUfunction> functions = new HashMap<>();
+    private final Map<String, Integer> functionIds = new HashMap<>();
     private final ThreadLocal<Boolean> current = ThreadLocal.withInitial(() -> false);
     private final DeviceMemory memory = new DeviceMemory();
     private final String deviceName;
@@ -73,6 +76,7 @@ public final class CudaRuntime implements AutoCloseable {
     private final ByteBuffer staging;
     private final CUdeviceptr stagingDevice;
     private int stagingAt;
+    private final StepGraphs graphs;
     private boolean closed;
 
     /** Opens device {@code ordinal}; throws {@link IllegalStateException} saying why when it cannot. */
@@ -92,6 +96,7 @@ public final class CudaRuntime implements AutoCloseable {
         cuDeviceGetAttribute(v, CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
         smCount = v[0];
         cuStreamCreate(stream, CUstream_flags.CU_STREAM_NON_BLOCKING);
+        graphs = new StepGraphs(stream);
         for (Map.Entry<String, byte[]> ptx : loadPtx().entrySet()) {
             CUmodule m = new CUmodule();
             cuModuleLoadData(m, ptx.getValue());
@@ -200,6 +205,7 @@ public final class CudaRuntime implements AutoCloseable {
             try {
                 cuModuleGetFunction(candidate, m, name);
                 functions.put(name, candidate);
+                functionIds.put(name, functionIds.size());
                 return candidate;
             } catch (CudaException e) {
                 // not in this module
@@ -220,27 +226,96 @@ public final class CudaRuntime implements AutoCloseable {
      */
     void launch(String kernel, int gridX, int gridY, int gridZ, int blockX, int sharedBytes, Object... args) {
         Pointer[] params = new Pointer[args.length];
+        long[] signature = graphs.recording() ? new long[7 + args.length] : null;
         for (int i = 0; i < args.length; i++) {
             Object a = args[i];
+            long value;
             if (a instanceof CudaTensor t) {
                 params[i] = Pointer.to(t.ptr());
+                value = signature == null ? 0 : StepGraphs.address(t.ptr());
             } else if (a instanceof CUdeviceptr p) {
                 params[i] = Pointer.to(p);
+                value = signature == null ? 0 : StepGraphs.address(p);
             } else if (a instanceof Integer v) {
                 params[i] = Pointer.to(new int[] {v});
+                value = v;
             } else if (a instanceof Float v) {
                 params[i] = Pointer.to(new float[] {v});
+                value = Float.floatToRawIntBits(v);
             } else if (a instanceof Long v) {
                 params[i] = Pointer.to(new long[] {v});
+                value = v;
             } else {
                 throw new IllegalArgumentException("argument " + i + " to " + kernel + ": " + a);
+            }
+            if (signature != null) {
+                signature[7 + i] = value;
             }
         }
         if (gridX <= 0 || gridY <= 0 || gridZ <= 0) {
             return;   // nothing to do
         }
-        cuLaunchKernel(function(kernel), gridX, gridY, gridZ, blockX, 1, 1, sharedBytes, stream,
-                Pointer.to(params), null);
+        CUfunction f = function(kernel);
+        Pointer kernelParams = Pointer.to(params);
+        if (signature != null) {
+            signature[0] = 1;
+            signature[1] = functionIds.get(kernel);
+            signature[2] = gridX;
+            signature[3] = gridY;
+            signature[4] = gridZ;
+            signature[5] = blockX;
+            signature[6] = sharedBytes;
+            graphs.add(s -> cuLaunchKernel(f, gridX, gridY, gridZ, blockX, 1, 1, sharedBytes, s, kernelParams, null),
+                    signature);
+            return;
+        }
+        cuLaunchKernel(f, gridX, gridY, gridZ, blockX, 1, 1, sharedBytes, stream, kernelParams, null);
+    }
+
+    /** {@code bytes} from {@code src} to {@code dst}, in stream order. */
+    void copy(CUdeviceptr dst, CUdeviceptr src, long bytes) {
+        if (bytes <= 0) {
+            return;
+        }
+        if (graphs.recording()) {
+            graphs.add(s -> cuMemcpyDtoDAsync(dst, src, bytes, s), 2, StepGraphs.address(dst),
+                    StepGraphs.address(src), bytes);
+            return;
+        }
+        cuMemcpyDtoDAsync(dst, src, bytes, stream);
+    }
+
+    /** Zeroes {@code words} 32-bit words at {@code dst}, in stream order. */
+    void zero(CUdeviceptr dst, long words) {
+        if (words <= 0) {
+            return;
+        }
+        if (graphs.recording()) {
+            graphs.add(s -> cuMemsetD32Async(dst, 0, words, s), 3, StepGraphs.address(dst), words);
+            return;
+        }
+        cuMemsetD32Async(dst, 0, words, stream);
+    }
+
+    /**
+     * Starts recording a step whose work may run as a captured graph (see {@link StepGraphs}): until
+     * {@link #endGraph()}, work is queued, and the staged host arrays start at the same place each step.
+     */
+    void beginGraph() {
+        graphs.abandon();
+        cuStreamSynchronize(stream);   // nothing still reads the staging area
+        stagingAt = 0;
+        graphs.begin();
+    }
+
+    /** Ends the recorded step: replays its graph, captures one, or issues the work. */
+    void endGraph() {
+        graphs.end();
+    }
+
+    /** Graphs captured, steps replayed from a graph, recorded steps issued eagerly, recordings given up. */
+    long[] graphCounts() {
+        return new long[] {graphs.captured(), graphs.replayed(), graphs.eager(), graphs.abandoned()};
     }
 
     /**
@@ -254,14 +329,21 @@ public final class CudaRuntime implements AutoCloseable {
         }
         int at = (stagingAt + 255) & ~255;
         if (at + bytes > STAGING_BYTES) {
+            graphs.abandon();              // a step that does not fit is not recorded
             cuStreamSynchronize(stream);   // every earlier staged copy and its readers are done
             at = 0;
         }
         staging.position(at);
         staging.asIntBuffer().put(data);
-        cuMemcpyHtoDAsync(stagingDevice.withByteOffset(at), stagingHost.withByteOffset(at), bytes, stream);
+        CUdeviceptr dst = stagingDevice.withByteOffset(at);
+        Pointer src = stagingHost.withByteOffset(at);
         stagingAt = at + bytes;
-        return stagingDevice.withByteOffset(at);
+        if (graphs.recording()) {
+            graphs.add(s -> cuMemcpyHtoDAsync(dst, src, bytes, s), 4, at, bytes);
+        } else {
+            cuMemcpyHtoDAsync(dst, src, bytes, stream);
+        }
+        return dst;
     }
 
     /** As {@link #stage(int[])} for floats. */
@@ -273,8 +355,9 @@ public final class CudaRuntime implements AutoCloseable {
         return stage(bits);
     }
 
-    /** Waits for all issued work. */
+    /** Waits for all issued work (a step being recorded is issued first, without a graph). */
     void sync() {
+        graphs.abandon();
         cuStreamSynchronize(stream);
     }
 
@@ -308,6 +391,7 @@ public final class CudaRuntime implements AutoCloseable {
         enter();
         sync();
         closed = true;
+        graphs.close();
         memory.close();
         cuMemFreeHost(stagingHost);
         for (CUmodule m : modules) {

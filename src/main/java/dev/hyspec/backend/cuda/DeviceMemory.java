@@ -3,26 +3,33 @@ package dev.hyspec.backend.cuda;
 import static jcuda.driver.JCudaDriver.cuMemAlloc;
 import static jcuda.driver.JCudaDriver.cuMemFree;
 
-import java.util.ArrayDeque;
 import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.Map;
+import java.util.TreeMap;
 import jcuda.driver.CUdeviceptr;
 
 /**
  * Device memory with every byte accounted for: blocks are rounded up to {@value #ALIGN} bytes and
  * freed blocks are kept per size for reuse (work runs in order on one stream, so a block may be
- * handed out again as soon as it is released). {@link #close()} returns everything to the driver.
+ * handed out again as soon as it is released). Reuse is deterministic — the oldest free block of a
+ * size goes first — so a step that allocates the same sizes in the same order gets the same
+ * addresses, which is what lets a captured graph be replayed. {@link #close()} returns everything
+ * to the driver.
  */
 final class DeviceMemory implements AutoCloseable {
     static final long ALIGN = 256;
 
-    private final Map<Long, ArrayDeque<CUdeviceptr>> cached = new HashMap<>();
-    private final Map<CUdeviceptr, Long> live = new IdentityHashMap<>();
+    private record Block(long serial, long size) {}
+
+    private final Map<Long, TreeMap<Long, CUdeviceptr>> cached = new HashMap<>();
+    private final Map<CUdeviceptr, Block> live = new IdentityHashMap<>();
+    private final Map<CUdeviceptr, Block> known = new IdentityHashMap<>();
+    private long serials;
     private long liveBytes;
-    private long liveBlocks;
     private long cachedBytes;
     private long peakBytes;
+    private long leakedAtClose;
 
     static long rounded(long bytes) {
         return Math.max(ALIGN, (bytes + ALIGN - 1) / ALIGN * ALIGN);
@@ -31,9 +38,10 @@ final class DeviceMemory implements AutoCloseable {
     /** A block of at least {@code bytes} bytes; its size as accounted is {@link #rounded}. */
     CUdeviceptr alloc(long bytes) {
         long size = rounded(bytes);
-        ArrayDeque<CUdeviceptr> free = cached.get(size);
-        CUdeviceptr p = free == null ? null : free.pollLast();
-        if (p != null) {
+        TreeMap<Long, CUdeviceptr> free = cached.get(size);
+        CUdeviceptr p = null;
+        if (free != null && !free.isEmpty()) {
+            p = free.pollFirstEntry().getValue();
             cachedBytes -= size;
         } else {
             p = new CUdeviceptr();
@@ -44,31 +52,31 @@ final class DeviceMemory implements AutoCloseable {
                 trim();
                 cuMemAlloc(p, size);
             }
+            known.put(p, new Block(serials++, size));
         }
-        live.put(p, size);
+        live.put(p, known.get(p));
         liveBytes += size;
-        liveBlocks++;
         peakBytes = Math.max(peakBytes, liveBytes);
         return p;
     }
 
-    /** Returns a block of {@code bytes} (as passed to {@link #alloc}) for reuse. */
-    void release(CUdeviceptr p, long bytes) {
-        long size = rounded(bytes);
-        if (live.remove(p) == null) {
+    /** Returns a block for reuse. */
+    void release(CUdeviceptr p) {
+        Block b = live.remove(p);
+        if (b == null) {
             throw new IllegalStateException("device block released twice or never allocated here");
         }
-        liveBytes -= size;
-        liveBlocks--;
-        cachedBytes += size;
-        cached.computeIfAbsent(size, k -> new ArrayDeque<>()).addLast(p);
+        liveBytes -= b.size();
+        cachedBytes += b.size();
+        cached.computeIfAbsent(b.size(), k -> new TreeMap<>()).put(b.serial(), p);
     }
 
     /** Frees every cached block back to the driver. */
     void trim() {
-        for (ArrayDeque<CUdeviceptr> q : cached.values()) {
-            for (CUdeviceptr p : q) {
+        for (TreeMap<Long, CUdeviceptr> q : cached.values()) {
+            for (CUdeviceptr p : q.values()) {
                 cuMemFree(p);
+                known.remove(p);
             }
         }
         cached.clear();
@@ -80,7 +88,7 @@ final class DeviceMemory implements AutoCloseable {
     }
 
     long liveBlocks() {
-        return liveBlocks;
+        return live.size();
     }
 
     long cachedBytes() {
@@ -91,24 +99,20 @@ final class DeviceMemory implements AutoCloseable {
         return peakBytes;
     }
 
-    /** Frees every block, live or cached; returns how many were still live (tensors not freed). */
+    /** Frees every block, live or cached; remembers how many were still live (tensors never freed). */
     @Override
     public void close() {
         trim();
-        long leaked = live.size();
+        leakedAtClose = live.size();
         for (CUdeviceptr p : live.keySet()) {
             cuMemFree(p);
         }
         live.clear();
+        known.clear();
         liveBytes = 0;
-        liveBlocks = 0;
-        lastLeaked = leaked;
     }
 
-    private long lastLeaked;
-
-    /** How many blocks {@link #close()} found still live. */
     long leakedAtClose() {
-        return lastLeaked;
+        return leakedAtClose;
     }
 }

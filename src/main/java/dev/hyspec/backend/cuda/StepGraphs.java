@@ -1,0 +1,211 @@
+package dev.hyspec.backend.cuda;
+
+import static jcuda.driver.JCudaDriver.cuGraphDestroy;
+import static jcuda.driver.JCudaDriver.cuGraphExecDestroy;
+import static jcuda.driver.JCudaDriver.cuGraphInstantiate;
+import static jcuda.driver.JCudaDriver.cuGraphLaunch;
+import static jcuda.driver.JCudaDriver.cuStreamBeginCapture;
+import static jcuda.driver.JCudaDriver.cuStreamEndCapture;
+
+import java.lang.reflect.Field;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import jcuda.NativePointerObject;
+import jcuda.Pointer;
+import jcuda.driver.CUgraph;
+import jcuda.driver.CUgraphExec;
+import jcuda.driver.CUstream;
+import jcuda.driver.CUstreamCaptureMode;
+
+/**
+ * Decode and verify steps as CUDA graphs. While a step is recorded, the runtime queues its work
+ * (kernels, device copies, memsets, and the copies of staged host arrays out of pinned memory)
+ * instead of issuing it, and writes the step's signature: every kernel with its launch shape and
+ * argument values (device addresses included), every copy with its addresses. At the end of the
+ * step, a signature seen before replays its captured graph — the staged host arrays (token ids,
+ * positions, block tables, counts) are read from the same pinned addresses, now holding this step's
+ * values — a signature seen for the second time is captured, and a first one is issued as is.
+ * Allocation is deterministic ({@link DeviceMemory}), so the same batch composition gives the
+ * same addresses step after step. A step that needs the host mid-way (a download, say, for MoE
+ * routing) gives up its recording: the queued work is issued eagerly and the step goes on without one.
+ */
+final class StepGraphs implements AutoCloseable {
+    /** Graphs kept, least recently used evicted first. */
+    private static final int CAPACITY = 64;
+    private static final Field NATIVE_POINTER = field(NativePointerObject.class, "nativePointer");
+    private static final Field BYTE_OFFSET = field(Pointer.class, "byteOffset");
+
+    /** One queued piece of work. */
+    interface Op {
+        void issue(CUstream stream);
+    }
+
+    private record Key(long[] signature, int hash) {
+        Key(long[] signature) {
+            this(signature, Arrays.hashCode(signature));
+        }
+
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof Key k && k.hash == hash && Arrays.equals(k.signature, signature);
+        }
+
+        @Override
+        public int hashCode() {
+            return hash;
+        }
+    }
+
+    private final CUstream stream;
+    private final Map<Key, CUgraphExec> graphs = new LinkedHashMap<>(16, 0.75f, true);
+    private final Map<Key, Boolean> seen = new HashMap<>();
+    private List<Op> ops;
+    private long[] sig = new long[1024];
+    private int sigLength;
+    private long captured;
+    private long replayed;
+    private long eager;
+    private long abandoned;
+
+    StepGraphs(CUstream stream) {
+        this.stream = stream;
+    }
+
+    boolean recording() {
+        return ops != null;
+    }
+
+    void begin() {
+        ops = new ArrayList<>();
+        sigLength = 0;
+    }
+
+    /** Queues an op; {@code signature} are the values that identify it (addresses, shapes, scalars). */
+    void add(Op op, long... signature) {
+        ops.add(op);
+        if (sigLength + signature.length + 1 > sig.length) {
+            sig = Arrays.copyOf(sig, Math.max(sig.length * 2, sigLength + signature.length + 1));
+        }
+        sig[sigLength++] = signature.length;
+        System.arraycopy(signature, 0, sig, sigLength, signature.length);
+        sigLength += signature.length;
+    }
+
+    /** Issues what was queued, eagerly, and stops recording (a host synchronisation came mid-step). */
+    void abandon() {
+        if (ops == null) {
+            return;
+        }
+        List<Op> queued = ops;
+        ops = null;
+        abandoned++;
+        for (Op op : queued) {
+            op.issue(stream);
+        }
+    }
+
+    /** Ends the step: replays, captures or issues its work. */
+    void end() {
+        if (ops == null) {
+            return;
+        }
+        List<Op> queued = ops;
+        ops = null;
+        if (queued.isEmpty()) {
+            return;
+        }
+        Key key = new Key(Arrays.copyOf(sig, sigLength));
+        CUgraphExec exec = graphs.get(key);
+        if (exec == null && seen.remove(key) != null) {
+            exec = capture(queued);
+            graphs.put(key, exec);
+            captured++;
+            if (graphs.size() > CAPACITY) {
+                Map.Entry<Key, CUgraphExec> eldest = graphs.entrySet().iterator().next();
+                cuGraphExecDestroy(eldest.getValue());
+                graphs.remove(eldest.getKey());
+            }
+        } else if (exec != null) {
+            replayed++;
+        }
+        if (exec != null) {
+            cuGraphLaunch(exec, stream);
+            return;
+        }
+        if (seen.size() > 4 * CAPACITY) {
+            seen.clear();
+        }
+        seen.put(key, Boolean.TRUE);
+        eager++;
+        for (Op op : queued) {
+            op.issue(stream);
+        }
+    }
+
+    private CUgraphExec capture(List<Op> queued) {
+        cuStreamBeginCapture(stream, CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED);
+        try {
+            for (Op op : queued) {
+                op.issue(stream);
+            }
+        } finally {
+            CUgraph graph = new CUgraph();
+            cuStreamEndCapture(stream, graph);
+            try {
+                CUgraphExec exec = new CUgraphExec();
+                cuGraphInstantiate(exec, graph, 0);
+                return exec;
+            } finally {
+                cuGraphDestroy(graph);
+            }
+        }
+    }
+
+    /** The device or host address a JCuda pointer refers to (for signatures). */
+    static long address(Pointer p) {
+        try {
+            return NATIVE_POINTER.getLong(p) + BYTE_OFFSET.getLong(p);
+        } catch (IllegalAccessException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    private static Field field(Class<?> c, String name) {
+        try {
+            Field f = c.getDeclaredField(name);
+            f.setAccessible(true);
+            return f;
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    long captured() {
+        return captured;
+    }
+
+    long replayed() {
+        return replayed;
+    }
+
+    long eager() {
+        return eager;
+    }
+
+    long abandoned() {
+        return abandoned;
+    }
+
+    @Override
+    public void close() {
+        for (CUgraphExec exec : graphs.values()) {
+            cuGraphExecDestroy(exec);
+        }
+        graphs.clear();
+        seen.clear();
+    }
+}
