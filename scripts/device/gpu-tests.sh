@@ -50,8 +50,8 @@ run)
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/device.txt" || true
   if [ $# -eq 0 ]; then
     set -- --include-tag gpu --select-package dev.hyspec.backend.cuda \
-      --select-class dev.hyspec.model.ReferenceParityTest --select-class dev.hyspec.model.ChunkedPrefillTest \
-      --select-package dev.hyspec.engine
+      --select-class dev.hyspec.model.ReferenceParityTest --select-class dev.hyspec.model.ChunkedPrefillTest --select-class dev.hyspec.state.MambaStatePoolTest \
+      --select-package dev.hyspec.engine --exclude-classname '.*(EngineBeanTest|EmbeddedModelLocationTest)'
   fi
   status=0
   /tmp/hyspec-jre/bin/java --add-modules jdk.incubator.vector -Xmx16g -Dai.djl.offline=true \

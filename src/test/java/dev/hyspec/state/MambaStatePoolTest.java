@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.hyspec.backend.StateLayout;
-import dev.hyspec.backend.cpu.CpuBackend;
+import dev.hyspec.testing.TestBackends;
 import dev.hyspec.checkpoint.Checkpoint;
 import dev.hyspec.model.BatchRow;
 import dev.hyspec.model.BatchRow.Logits;
@@ -40,7 +40,7 @@ class MambaStatePoolTest {
 
     @BeforeAll
     static void load() {
-        model = HybridModel.load(Checkpoint.open(Fixtures.named("nemotron_h").dir()), new CpuBackend());
+        model = HybridModel.load(Checkpoint.open(Fixtures.named("nemotron_h").dir()), TestBackends.create());
         ops = model.recurrentOps();
         prompt = new Random(3).ints(21, 3, model.config().vocabSize()).toArray();
     }
