@@ -49,7 +49,7 @@ run)
   [ -x /tmp/hyspec-jre/bin/java ] || tar xJf "$stage/jre.txz" -C /tmp/hyspec-jre
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/device.txt" || true
   if [ $# -eq 0 ]; then
-    set -- --include-tag gpu --select-package dev.hyspec.backend.cuda \
+    set -- --select-package dev.hyspec.backend.cuda \
       --select-class dev.hyspec.model.ReferenceParityTest --select-class dev.hyspec.model.ChunkedPrefillTest --select-class dev.hyspec.state.MambaStatePoolTest \
       --select-package dev.hyspec.engine --exclude-classname '.*(EngineBeanTest|EmbeddedModelLocationTest)'
   fi
