@@ -2,8 +2,8 @@
 // x [T, in] float32, w [out, in] in its checkpoint dtype, out [T, out] float32.
 //
 // Three kernels, chosen by DenseKernels.matmul:
-//   matmul_gemv_*  decode / verify shapes (few tokens): one warp per output row streams the weight
-//                  row once per 8 tokens, 16-byte loads where `in` allows; memory bound.
+//   matmul_gemv_*  decode / verify shapes (few tokens): one warp per two output rows streams them
+//                  once per 8 tokens, 16-byte loads where `in` allows; memory bound.
 //   matmul_tiled_* float32 prefill: 64×64 output tiles through shared memory, float32 FMAs.
 //   matmul_wmma_*  bf16 prefill: x and w rounded to bfloat16, tensor-core MMAs accumulating in float32.
 // With `round` set (Precision.BF16) the gemv rounds x and w to bfloat16 as well, so the serving
@@ -56,59 +56,92 @@ __device__ __forceinline__ void ld8(const __half* p, long i, float* o) {
     }
 }
 
-constexpr int GEMV_WARPS = 8;   // output rows per block of 256 threads
+constexpr int GEMV_WARPS = 8;   // warps per block of 256 threads
+constexpr int GEMV_ROWS = 2;    // output rows per warp: each x load feeds both
 constexpr int GEMV_TOKENS = 8;  // tokens sharing one pass over a weight row
 
-// grid.x = ceil(out / GEMV_WARPS), block 256. vec: in % 8 == 0 (16-byte loads).
+// grid.x = ceil(out / (GEMV_WARPS·GEMV_ROWS)), block 256. vec: in % 8 == 0; each lane then takes two
+// 16-byte chunks of each of its rows per step, so four weight loads are in flight at once.
 template <typename W>
-__device__ void gemv(const float* x, const W* w, const void* bias, int biasType, float* out, int T, int in,
-                     int outDim, int vec, int round) {
+__device__ void gemv(const float* __restrict__ x, const W* __restrict__ w, const void* bias, int biasType,
+                     float* out, int T, int in, int outDim, int vec, int round) {
     int lane = threadIdx.x & 31;
-    int o = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
-    if (o >= outDim) return;
-    const W* wr = w + (long)o * in;
-    float b = bias_at(bias, biasType, o);
+    int o0 = (blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * GEMV_ROWS;
+    if (o0 >= outDim) return;
+    int nr = min(GEMV_ROWS, outDim - o0);
     for (int t0 = 0; t0 < T; t0 += GEMV_TOKENS) {
         int nt = min(GEMV_TOKENS, T - t0);
-        float acc[GEMV_TOKENS];
+        float acc[GEMV_ROWS][GEMV_TOKENS];
 #pragma unroll
-        for (int t = 0; t < GEMV_TOKENS; t++) acc[t] = 0.f;
+        for (int r = 0; r < GEMV_ROWS; r++)
+#pragma unroll
+            for (int t = 0; t < GEMV_TOKENS; t++) acc[r][t] = 0.f;
         if (vec) {
-            for (int i = lane * 8; i < in; i += 32 * 8) {
-                float wv[8];
-                ld8(wr, i, wv);
+            for (int i = lane * 8; i < in; i += 2 * 32 * 8) {
+                bool second = i + 32 * 8 < in;
+                float wv[GEMV_ROWS][2][8];
+#pragma unroll
+                for (int r = 0; r < GEMV_ROWS; r++) {
+                    const W* wr = w + (long)(o0 + (r < nr ? r : 0)) * in;
+                    ld8(wr, i, wv[r][0]);
+                    if (second) ld8(wr, i + 32 * 8, wv[r][1]);
+                }
                 if (round) {
 #pragma unroll
-                    for (int j = 0; j < 8; j++) wv[j] = bf16_round(wv[j]);
+                    for (int r = 0; r < GEMV_ROWS; r++)
+#pragma unroll
+                        for (int j = 0; j < 8; j++) {
+                            wv[r][0][j] = bf16_round(wv[r][0][j]);
+                            wv[r][1][j] = bf16_round(wv[r][1][j]);
+                        }
                 }
 #pragma unroll
                 for (int t = 0; t < GEMV_TOKENS; t++) {
                     if (t < nt) {
-                        float xv[8];
-                        ld8(x + (long)(t0 + t) * in, i, xv);
+                        const float* xt = x + (long)(t0 + t) * in;
 #pragma unroll
-                        for (int j = 0; j < 8; j++) acc[t] += (round ? bf16_round(xv[j]) : xv[j]) * wv[j];
+                        for (int u = 0; u < 2; u++) {
+                            if (u == 0 || second) {
+                                float xv[8];
+                                ld8(xt, i + u * 32 * 8, xv);
+#pragma unroll
+                                for (int j = 0; j < 8; j++) {
+                                    float xj = round ? bf16_round(xv[j]) : xv[j];
+#pragma unroll
+                                    for (int r = 0; r < GEMV_ROWS; r++) acc[r][t] += xj * wv[r][u][j];
+                                }
+                            }
+                        }
                     }
                 }
             }
         } else {
             for (int i = lane; i < in; i += 32) {
-                float wv = ld(wr, i);
-                if (round) wv = bf16_round(wv);
+                float wv[GEMV_ROWS];
+#pragma unroll
+                for (int r = 0; r < GEMV_ROWS; r++) {
+                    wv[r] = ld(w, (long)(o0 + (r < nr ? r : 0)) * in + i);
+                    if (round) wv[r] = bf16_round(wv[r]);
+                }
 #pragma unroll
                 for (int t = 0; t < GEMV_TOKENS; t++) {
                     if (t < nt) {
                         float xv = x[(long)(t0 + t) * in + i];
-                        acc[t] += (round ? bf16_round(xv) : xv) * wv;
+                        if (round) xv = bf16_round(xv);
+#pragma unroll
+                        for (int r = 0; r < GEMV_ROWS; r++) acc[r][t] += xv * wv[r];
                     }
                 }
             }
         }
 #pragma unroll
-        for (int t = 0; t < GEMV_TOKENS; t++) {
-            float s = warp_sum(acc[t]);
-            if (lane == 0 && t < nt) out[(long)(t0 + t) * outDim + o] = s + b;
-        }
+        for (int r = 0; r < GEMV_ROWS; r++)
+#pragma unroll
+            for (int t = 0; t < GEMV_TOKENS; t++) {
+                float s = warp_sum(acc[r][t]);
+                if (lane == 0 && r < nr && t < nt)
+                    out[(long)(t0 + t) * outDim + o0 + r] = s + bias_at(bias, biasType, o0 + r);
+            }
     }
 }
 

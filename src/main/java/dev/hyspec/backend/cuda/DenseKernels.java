@@ -9,7 +9,8 @@ final class DenseKernels {
     private static final int BLOCK = 256;
     /** Token counts up to this run matmul as a weight-streaming gemv (matmul.cu GEMV_TOKENS per pass). */
     static final int GEMV_MAX_TOKENS = 16;
-    private static final int GEMV_WARPS = 8;   // matmul.cu GEMV_WARPS
+    private static final int GEMV_ROWS_PER_BLOCK = 16;   // matmul.cu GEMV_WARPS · GEMV_ROWS
+    private static final int GEMV_THREADS = 256;
     private static final int TILE = 64;        // matmul.cu TILE
     private final CudaRuntime rt;
     private final CudaBackend.Precision precision;
@@ -76,7 +77,7 @@ final class DenseKernels {
         String sfx = suffix(w.dtype());
         boolean bf16 = precision == CudaBackend.Precision.BF16;
         if (n <= GEMV_MAX_TOKENS) {
-            rt.launch("matmul_gemv_" + sfx, blocks(outDim, GEMV_WARPS), 1, 1, 32 * GEMV_WARPS, 0, x, w,
+            rt.launch("matmul_gemv_" + sfx, blocks(outDim, GEMV_ROWS_PER_BLOCK), 1, 1, GEMV_THREADS, 0, x, w,
                     biasPtr(bias), biasType(bias), out, n, in, outDim, in % 8 == 0 ? 1 : 0, bf16 ? 1 : 0);
         } else if (bf16) {
             rt.launch("matmul_wmma_" + sfx, blocks(outDim, TILE), blocks(n, TILE), 1, 128, 0, x, w, biasPtr(bias),
