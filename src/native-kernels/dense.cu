@@ -1,5 +1,5 @@
-// Elementwise ops, norms, embedding and the MoE row moves. References: CpuBackend's methods of
-// the same names; every reduction accumulates in float32 as they do.
+// Elementwise ops, norms, embedding and the MoE row moves. References: CpuBackend's methods of the
+// same names; float32 throughout, weights widened on load.
 #include "common.cuh"
 
 extern "C" __global__ void dense_add(const float* a, const float* b, float* out, long n) {
@@ -7,7 +7,6 @@ extern "C" __global__ void dense_add(const float* a, const float* b, float* out,
     if (i < n) out[i] = a[i] + b[i];
 }
 
-// out = relu(x)²
 extern "C" __global__ void dense_relu2(const float* x, float* out, long n) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
@@ -16,7 +15,7 @@ extern "C" __global__ void dense_relu2(const float* x, float* out, long n) {
     }
 }
 
-// out = silu(gate) · up
+// SwiGLU: out = silu(gate) · up
 extern "C" __global__ void dense_silu_mul(const float* gate, const float* up, float* out, long n) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = silu(gate[i]) * up[i];
@@ -29,113 +28,107 @@ extern "C" __global__ void dense_sigmoid_gate(const float* x, const float* gate,
     if (i < n) out[i] = x[i] * sigmoid(gate[perRow ? i / cols : i]);
 }
 
-// Row-indexed kernels run on a grid (column blocks, min(rows, 65535)) and stride over the rows.
-
 // out[t, :] = x[t, :] · scale[t]
-extern "C" __global__ void dense_scale_rows(const float* x, const float* scale, float* out, int cols, int rows) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= cols) return;
-    for (long t = blockIdx.y; t < rows; t += gridDim.y) out[t * cols + c] = x[t * cols + c] * scale[t];
+extern "C" __global__ void dense_scale_rows(const float* x, const float* scale, float* out, long n, int cols) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[i] * scale[i / cols];
 }
 
-// dst[i, :] = src[rows[i], :]
-extern "C" __global__ void dense_gather_rows(const float* src, const int* rows, float* dst, int cols, int n) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= cols) return;
-    for (long i = blockIdx.y; i < n; i += gridDim.y) dst[i * cols + c] = src[(long)rows[i] * cols + c];
-}
-
-// dst[rows[i], :] += scale[i] · src[i, :] where the rows are distinct
-extern "C" __global__ void dense_scatter_add_rows(const float* src, const int* rows, const float* scale, float* dst,
-                                                  int cols, int n) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= cols) return;
-    for (long i = blockIdx.y; i < n; i += gridDim.y) {
-        float* d = dst + (long)rows[i] * cols + c;
-        *d = *d + scale[i] * src[i * cols + c];
-    }
-}
-
-// As dense_scatter_add_rows when a row repeats: one thread per column walks i in order, as the CPU does.
-extern "C" __global__ void dense_scatter_add_rows_serial(const float* src, const int* rows, const float* scale,
-                                                         float* dst, int cols, int n) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= cols) return;
-    for (int i = 0; i < n; i++) {
-        float* d = dst + (long)rows[i] * cols + c;
-        *d = *d + scale[i] * src[(long)i * cols + c];
-    }
-}
-
-// out[t, :] = table[ids[t], :] widened to float32 (ids checked on the host)
+// out[t, :] = table[ids[t], :]; grid (⌈D/block⌉, min(T, 65535)). ids were checked on the host.
 template <typename W>
-__device__ void embedding(const int* ids, const W* table, float* out, int d, int T) {
+__device__ void embedding(const int* ids, const W* table, float* out, int tokens, int d) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= d) return;
-    for (long t = blockIdx.y; t < T; t += gridDim.y) out[t * d + c] = ld(table, (long)ids[t] * d + c);
+    for (int t = blockIdx.y; t < tokens; t += gridDim.y) out[(long)t * d + c] = ld(table, (long)ids[t] * d + c);
 }
 
-// 1 / sqrt(ss / n + eps) rounded as CpuBackend.invRms does (the float mean plus eps, then double).
-__device__ __forceinline__ float inv_rms(float ss, int n, float eps) {
-    return (float)(1.0 / sqrt((double)(ss / (float)n + eps)));
-}
-
-// RMSNorm of one group of `group` consecutive elements per block (grid.x = numel / group). `w` has
-// `wn` elements and is indexed by column modulo wn; out may alias x (each thread rewrites only the
-// elements it read).
+// RMSNorm, one block per group of groupSize elements (rows are whole groups):
+// out = x · inv · w', inv = 1 / sqrt(Σx²/groupSize + eps), w' = 1 + w when plusOne.
+// w has wLen elements, indexed by column modulo wLen.
 template <typename W>
-__device__ void rms_norm(const float* x, const W* w, float* out, int group, int cols, int wn, float eps,
-                         int plusOne) {
+__device__ void rms_norm(const float* x, const W* w, int wLen, int groupSize, int cols, float eps, int plusOne,
+                         float* out) {
     __shared__ float scratch[32];
-    long base = (long)blockIdx.x * group;
+    long base = (long)blockIdx.x * groupSize;
     float ss = 0.f;
-    for (int i = threadIdx.x; i < group; i += blockDim.x) {
+    for (int i = threadIdx.x; i < groupSize; i += blockDim.x) {
         float v = x[base + i];
         ss += v * v;
     }
-    float inv = inv_rms(block_sum(ss, scratch), group, eps);
+    ss = block_sum(ss, scratch);
+    float inv = 1.f / sqrtf(ss / groupSize + eps);
     int col0 = (int)(base % cols);
-    for (int i = threadIdx.x; i < group; i += blockDim.x) {
-        float wi = ld(w, (col0 + i) % wn);
+    for (int i = threadIdx.x; i < groupSize; i += blockDim.x) {
+        float wi = ld(w, (col0 + i) % wLen);
         out[base + i] = x[base + i] * inv * (plusOne ? 1.f + wi : wi);
     }
 }
 
-// Gated RMSNorm per group (one group per block). gateFirst (Mamba2): u = x·silu(g), out = norm(u)·w;
-// else (Gated DeltaNet): out = norm(x)·w·silu(g). out may alias x.
+// Gated RMSNorm per group. gateFirst (Mamba2): u = x·silu(g), out = u·inv(u)·w.
+// Otherwise (Gated DeltaNet): out = x·inv(x)·w·silu(g).
 template <typename W>
-__device__ void gated_rms_norm(const float* x, const float* gate, const W* w, float* out, int group, int cols,
-                               int wn, float eps, int gateFirst) {
+__device__ void gated_rms_norm(const float* x, const float* gate, const W* w, int wLen, int groupSize, int cols,
+                               float eps, int gateFirst, float* out) {
     __shared__ float scratch[32];
-    long base = (long)blockIdx.x * group;
+    long base = (long)blockIdx.x * groupSize;
     float ss = 0.f;
-    for (int i = threadIdx.x; i < group; i += blockDim.x) {
+    for (int i = threadIdx.x; i < groupSize; i += blockDim.x) {
         float u = gateFirst ? x[base + i] * silu(gate[base + i]) : x[base + i];
         ss += u * u;
     }
-    float inv = inv_rms(block_sum(ss, scratch), group, eps);
+    ss = block_sum(ss, scratch);
+    float inv = 1.f / sqrtf(ss / groupSize + eps);
     int col0 = (int)(base % cols);
-    for (int i = threadIdx.x; i < group; i += blockDim.x) {
-        float g = silu(gate[base + i]);
-        float u = gateFirst ? x[base + i] * g : x[base + i];
-        float v = u * inv * ld(w, (col0 + i) % wn);
-        out[base + i] = gateFirst ? v : v * g;
+    for (int i = threadIdx.x; i < groupSize; i += blockDim.x) {
+        float wi = ld(w, (col0 + i) % wLen);
+        if (gateFirst) {
+            float u = x[base + i] * silu(gate[base + i]);
+            out[base + i] = u * inv * wi;
+        } else {
+            out[base + i] = x[base + i] * inv * wi * silu(gate[base + i]);
+        }
     }
 }
 
-#define DENSE_WEIGHT_KERNELS(SUFFIX, W)                                                                          \
-    extern "C" __global__ void dense_embedding_##SUFFIX(const int* ids, const W* table, float* out, int d,       \
-                                                         int T) {                                                \
-        embedding<W>(ids, table, out, d, T);                                                                      \
-    }                                                                                                            \
-    extern "C" __global__ void dense_rms_norm_##SUFFIX(const float* x, const W* w, float* out, int group,       \
-                                                        int cols, int wn, float eps, int plusOne) {              \
-        rms_norm<W>(x, w, out, group, cols, wn, eps, plusOne);                                                   \
-    }                                                                                                            \
-    extern "C" __global__ void dense_gated_rms_norm_##SUFFIX(const float* x, const float* gate, const W* w,     \
-                                                              float* out, int group, int cols, int wn,           \
-                                                              float eps, int gateFirst) {                        \
-        gated_rms_norm<W>(x, gate, w, out, group, cols, wn, eps, gateFirst);                                     \
+#define DENSE_WEIGHT_KERNELS(SFX, W)                                                                          \
+    extern "C" __global__ void dense_embedding_##SFX(const int* ids, const W* table, float* out, int tokens, \
+                                                     int d) {                                                 \
+        embedding<W>(ids, table, out, tokens, d);                                                             \
+    }                                                                                                         \
+    extern "C" __global__ void dense_rms_norm_##SFX(const float* x, const W* w, int wLen, int groupSize,      \
+                                                    int cols, float eps, int plusOne, float* out) {           \
+        rms_norm<W>(x, w, wLen, groupSize, cols, eps, plusOne, out);                                          \
+    }                                                                                                         \
+    extern "C" __global__ void dense_gated_rms_norm_##SFX(const float* x, const float* gate, const W* w,      \
+                                                          int wLen, int groupSize, int cols, float eps,       \
+                                                          int gateFirst, float* out) {                        \
+        gated_rms_norm<W>(x, gate, w, wLen, groupSize, cols, eps, gateFirst, out);                            \
     }
-
 HYSPEC_FOR_WEIGHT_TYPES(DENSE_WEIGHT_KERNELS)
+
+// dst[i, :] = src[rows[i], :]; grid (⌈cols/block⌉, min(n, 65535)). rows were checked on the host.
+extern "C" __global__ void dense_gather_rows(const float* src, const int* rows, float* dst, int n, int cols) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols) return;
+    for (int i = blockIdx.y; i < n; i += gridDim.y) dst[(long)i * cols + c] = src[(long)rows[i] * cols + c];
+}
+
+// dst[rows[i], :] += scale[i] · src[i, :], deterministically: the host grouped the indices i by
+// destination row (CSR: targets[g] receives order[start[g] … start[g+1]−1], ascending i), so each
+// thread owns one (target row, column) and adds its sources in index order, as the CPU does.
+// grid (⌈cols/block⌉, min(groups, 65535)).
+extern "C" __global__ void dense_scatter_add_rows(const float* src, const int* targets, const int* start,
+                                                  const int* order, const float* scale, float* dst, int groups,
+                                                  int cols) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols) return;
+    for (int g = blockIdx.y; g < groups; g += gridDim.y) {
+        long at = (long)targets[g] * cols + c;
+        float acc = dst[at];
+        for (int j = start[g]; j < start[g + 1]; j++) {
+            int i = order[j];
+            acc += scale[i] * src[(long)i * cols + c];
+        }
+        dst[at] = acc;
+    }
+}

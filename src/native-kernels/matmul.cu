@@ -1,271 +1,342 @@
-// out[t, o] = Σ_i x[t, i] · w[o, i] (+ bias[o]): nn.Linear, reference CpuBackend.matmul.
-// x [T, in] float32, w [out, in] in its checkpoint dtype, out [T, out] float32.
-//
-// Three kernels, chosen by DenseKernels.matmul:
-//   matmul_gemv_*  decode / verify shapes (few tokens): one warp per two output rows streams them
-//                  once per 8 tokens, 16-byte loads where `in` allows; memory bound.
-//   matmul_tiled_* float32 prefill: 64×64 output tiles through shared memory, float32 FMAs.
-//   matmul_wmma_*  bf16 prefill: x and w rounded to bfloat16, tensor-core MMAs accumulating in float32.
-// With `round` set (Precision.BF16) the gemv rounds x and w to bfloat16 as well, so the serving
-// precision computes the same products whichever kernel runs.
-#include <mma.h>
+// out[t, o] = Σ_i x[t, i] · w[o, i] (+ bias[o]): nn.Linear with x [T, in] float32, w [out, in] in its
+// checkpoint dtype, out [T, out] float32. Reference: CpuBackend.matmul. Three kernels:
+//   matmul_decode_t{T}_*  T ≤ 8 (decode / verify rows): bandwidth-bound, every weight byte read once
+//                         with 16-byte loads, all T tokens accumulated per row in registers;
+//   matmul_simt_*         any shape, float32 tiled SIMT GEMM (exact float32 products);
+//   matmul_tc_bf16        bf16 weights in Precision.BF16: tensor cores (mma.sync m16n8k16 bf16→f32),
+//                         x rounded to bf16 as it is loaded; needs in % 8 == 0.
+// Every product accumulates in float32. Tensors start on DeviceMemory's 256-byte boundaries, so row
+// starts are 16-byte aligned whenever the row length in bytes is a multiple of 16.
 #include "common.cuh"
 
-// bias element i of a bias stored as float32 (0), bfloat16 (1) or half (2); 0 without bias
-__device__ __forceinline__ float bias_at(const void* bias, int type, long i) {
-    if (bias == nullptr) return 0.f;
-    switch (type) {
-        case 1: return ld((const __nv_bfloat16*)bias, i);
-        case 2: return ld((const __half*)bias, i);
-        default: return ld((const float*)bias, i);
+// The bias may be of any dtype (or absent): biasType 0 none, 1 f32, 2 bf16, 3 f16.
+__device__ __forceinline__ float bias_at(const void* bias, int biasType, int o) {
+    switch (biasType) {
+        case 1: return ld((const float*)bias, o);
+        case 2: return ld((const __nv_bfloat16*)bias, o);
+        case 3: return ld((const __half*)bias, o);
+        default: return 0.f;
     }
 }
 
-// out[t, o] = bias[o] (or 0): a matmul with in = 0
-extern "C" __global__ void dense_fill_bias(const void* bias, int biasType, float* out, int outDim, long n) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = bias_at(bias, biasType, i % outDim);
-}
+// ---- decode-shaped: T ≤ 8 ----
 
-__device__ __forceinline__ float bf16_round(float v) { return __bfloat162float(__float2bfloat16(v)); }
+constexpr int MV_THREADS = 128;   // threads of a block; they split `in` between them
+constexpr int MV_UNROLL = 4;      // 16-byte weight loads in flight per row and thread
 
-// Eight consecutive weights from element i (i a multiple of 8, the row 16-byte aligned for 2-byte types).
-__device__ __forceinline__ void ld8(const float* p, long i, float* o) {
-    float4 a = *reinterpret_cast<const float4*>(p + i);
-    float4 b = *reinterpret_cast<const float4*>(p + i + 4);
-    o[0] = a.x; o[1] = a.y; o[2] = a.z; o[3] = a.w; o[4] = b.x; o[5] = b.y; o[6] = b.z; o[7] = b.w;
+// 16 bytes of weights widened to floats.
+__device__ __forceinline__ void widen(uint4 v, float* f, const float*) {
+    f[0] = __uint_as_float(v.x); f[1] = __uint_as_float(v.y);
+    f[2] = __uint_as_float(v.z); f[3] = __uint_as_float(v.w);
 }
-__device__ __forceinline__ void ld8(const __nv_bfloat16* p, long i, float* o) {
-    uint4 u = *reinterpret_cast<const uint4*>(p + i);
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+__device__ __forceinline__ void widen(uint4 v, float* f, const __nv_bfloat16*) {
+    uint32_t u[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int j = 0; j < 4; j++) {
-        float2 f = __bfloat1622float2(h[j]);
-        o[2 * j] = f.x;
-        o[2 * j + 1] = f.y;
+        f[2 * j] = __uint_as_float(u[j] << 16);
+        f[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
     }
 }
-__device__ __forceinline__ void ld8(const __half* p, long i, float* o) {
-    uint4 u = *reinterpret_cast<const uint4*>(p + i);
-    const __half2* h = reinterpret_cast<const __half2*>(&u);
+__device__ __forceinline__ void widen(uint4 v, float* f, const __half*) {
+    uint32_t u[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int j = 0; j < 4; j++) {
-        float2 f = __half22float2(h[j]);
-        o[2 * j] = f.x;
-        o[2 * j + 1] = f.y;
+        float2 p = __half22float2(*reinterpret_cast<__half2*>(&u[j]));
+        f[2 * j] = p.x;
+        f[2 * j + 1] = p.y;
     }
 }
 
-constexpr int GEMV_WARPS = 8;   // warps per block of 256 threads
-constexpr int GEMV_ROWS = 2;    // output rows per warp: each x load feeds both
-constexpr int GEMV_TOKENS = 8;  // tokens sharing one pass over a weight row
+// One block owns R consecutive output rows; its threads split `in` into 16-byte chunks (V weights)
+// and each accumulates acc[R][T]; then a block reduction. Grid: ⌈out / R⌉ blocks.
+template <int T, typename W>
+__device__ void matmul_decode(const float* __restrict__ x, const W* __restrict__ w, const void* bias, int biasType,
+                              float* __restrict__ out, int in, int outDim) {
+    constexpr int R = T <= 2 ? 2 : 4;
+    constexpr int V = 16 / sizeof(W);
+    constexpr int WARPS = MV_THREADS / 32;
+    __shared__ float red[WARPS][R * T];
+    const int row0 = blockIdx.x * R;
+    float acc[R][T];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < T; t++) acc[r][t] = 0.f;
 
-// grid.x = ceil(out / (GEMV_WARPS·GEMV_ROWS)), block 256. vec: in % 8 == 0; each lane then takes two
-// 16-byte chunks of each of its rows per step, so four weight loads are in flight at once.
-template <typename W>
-__device__ void gemv(const float* __restrict__ x, const W* __restrict__ w, const void* bias, int biasType,
-                     float* out, int T, int in, int outDim, int vec, int round) {
-    int lane = threadIdx.x & 31;
-    int o0 = (blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * GEMV_ROWS;
-    if (o0 >= outDim) return;
-    int nr = min(GEMV_ROWS, outDim - o0);
-    for (int t0 = 0; t0 < T; t0 += GEMV_TOKENS) {
-        int nt = min(GEMV_TOKENS, T - t0);
-        float acc[GEMV_ROWS][GEMV_TOKENS];
+    bool vec = in % V == 0 && ((uintptr_t)x & 15) == 0 && ((uintptr_t)w & 15) == 0;
+    if (vec) {
+        const int chunks = in / V;
+        const uint4* wv = reinterpret_cast<const uint4*>(w);
+        for (int c0 = threadIdx.x; c0 < chunks; c0 += MV_THREADS * MV_UNROLL) {
+            uint4 wr[MV_UNROLL][R];
 #pragma unroll
-        for (int r = 0; r < GEMV_ROWS; r++)
+            for (int u = 0; u < MV_UNROLL; u++) {
+                int c = c0 + u * MV_THREADS;
 #pragma unroll
-            for (int t = 0; t < GEMV_TOKENS; t++) acc[r][t] = 0.f;
-        if (vec) {
-            for (int i = lane * 8; i < in; i += 2 * 32 * 8) {
-                bool second = i + 32 * 8 < in;
-                float wv[GEMV_ROWS][2][8];
-#pragma unroll
-                for (int r = 0; r < GEMV_ROWS; r++) {
-                    const W* wr = w + (long)(o0 + (r < nr ? r : 0)) * in;
-                    ld8(wr, i, wv[r][0]);
-                    if (second) ld8(wr, i + 32 * 8, wv[r][1]);
-                }
-                if (round) {
-#pragma unroll
-                    for (int r = 0; r < GEMV_ROWS; r++)
-#pragma unroll
-                        for (int j = 0; j < 8; j++) {
-                            wv[r][0][j] = bf16_round(wv[r][0][j]);
-                            wv[r][1][j] = bf16_round(wv[r][1][j]);
-                        }
-                }
-#pragma unroll
-                for (int t = 0; t < GEMV_TOKENS; t++) {
-                    if (t < nt) {
-                        const float* xt = x + (long)(t0 + t) * in;
-#pragma unroll
-                        for (int u = 0; u < 2; u++) {
-                            if (u == 0 || second) {
-                                float xv[8];
-                                ld8(xt, i + u * 32 * 8, xv);
-#pragma unroll
-                                for (int j = 0; j < 8; j++) {
-                                    float xj = round ? bf16_round(xv[j]) : xv[j];
-#pragma unroll
-                                    for (int r = 0; r < GEMV_ROWS; r++) acc[r][t] += xj * wv[r][u][j];
-                                }
-                            }
-                        }
-                    }
+                for (int r = 0; r < R; r++) {
+                    int row = min(row0 + r, outDim - 1);   // rows past the end repeat the last; discarded
+                    wr[u][r] = c < chunks ? __ldg(wv + (long)row * chunks + c) : make_uint4(0, 0, 0, 0);
                 }
             }
-        } else {
-            for (int i = lane; i < in; i += 32) {
-                float wv[GEMV_ROWS];
 #pragma unroll
-                for (int r = 0; r < GEMV_ROWS; r++) {
-                    wv[r] = ld(w, (long)(o0 + (r < nr ? r : 0)) * in + i);
-                    if (round) wv[r] = bf16_round(wv[r]);
-                }
+            for (int u = 0; u < MV_UNROLL; u++) {
+                int c = c0 + u * MV_THREADS;
+                if (c >= chunks) break;
+                float wf[R][V];
 #pragma unroll
-                for (int t = 0; t < GEMV_TOKENS; t++) {
-                    if (t < nt) {
-                        float xv = x[(long)(t0 + t) * in + i];
-                        if (round) xv = bf16_round(xv);
+                for (int r = 0; r < R; r++) widen(wr[u][r], wf[r], w);
 #pragma unroll
-                        for (int r = 0; r < GEMV_ROWS; r++) acc[r][t] += xv * wv[r];
+                for (int t = 0; t < T; t++) {
+                    const float4* xp = reinterpret_cast<const float4*>(x + (long)t * in + (long)c * V);
+                    float xv[V];
+#pragma unroll
+                    for (int q = 0; q < V / 4; q++) {
+                        float4 f = __ldg(xp + q);
+                        xv[4 * q] = f.x; xv[4 * q + 1] = f.y; xv[4 * q + 2] = f.z; xv[4 * q + 3] = f.w;
                     }
+#pragma unroll
+                    for (int r = 0; r < R; r++)
+#pragma unroll
+                        for (int j = 0; j < V; j++) acc[r][t] = fmaf(xv[j], wf[r][j], acc[r][t]);
                 }
             }
         }
+    } else {
+        for (int k = threadIdx.x; k < in; k += MV_THREADS) {
+            float wf[R];
 #pragma unroll
-        for (int r = 0; r < GEMV_ROWS; r++)
+            for (int r = 0; r < R; r++) wf[r] = ld(w, (long)min(row0 + r, outDim - 1) * in + k);
 #pragma unroll
-            for (int t = 0; t < GEMV_TOKENS; t++) {
-                float s = warp_sum(acc[r][t]);
-                if (lane == 0 && r < nr && t < nt)
-                    out[(long)(t0 + t) * outDim + o0 + r] = s + bias_at(bias, biasType, o0 + r);
+            for (int t = 0; t < T; t++) {
+                float xv = x[(long)t * in + k];
+#pragma unroll
+                for (int r = 0; r < R; r++) acc[r][t] = fmaf(xv, wf[r], acc[r][t]);
             }
+        }
+    }
+
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < T; t++) {
+            float s = warp_sum(acc[r][t]);
+            if (lane == 0) red[warp][r * T + t] = s;
+        }
+    __syncthreads();
+    if (threadIdx.x < R * T) {
+        int r = threadIdx.x / T, t = threadIdx.x % T, row = row0 + r;
+        if (row < outDim) {
+            float s = 0.f;
+#pragma unroll
+            for (int q = 0; q < WARPS; q++) s += red[q][threadIdx.x];
+            out[(long)t * outDim + row] = s + bias_at(bias, biasType, row);
+        }
     }
 }
 
-constexpr int TILE = 64;   // output tile: TILE tokens × TILE output rows
-constexpr int TK = 16;     // depth of one shared-memory step (float32 kernel)
+#define MATMUL_DECODE_T(SFX, W, T)                                                                              \
+    extern "C" __global__ void __launch_bounds__(MV_THREADS) matmul_decode_t##T##_##SFX(                       \
+        const float* x, const W* w, const void* bias, int biasType, float* out, int in, int outDim) {           \
+        matmul_decode<T, W>(x, w, bias, biasType, out, in, outDim);                                             \
+    }
+#define MATMUL_DECODE(SFX, W)   \
+    MATMUL_DECODE_T(SFX, W, 1) \
+    MATMUL_DECODE_T(SFX, W, 2) \
+    MATMUL_DECODE_T(SFX, W, 3) \
+    MATMUL_DECODE_T(SFX, W, 4) \
+    MATMUL_DECODE_T(SFX, W, 5) \
+    MATMUL_DECODE_T(SFX, W, 6) \
+    MATMUL_DECODE_T(SFX, W, 7) \
+    MATMUL_DECODE_T(SFX, W, 8)
+HYSPEC_FOR_WEIGHT_TYPES(MATMUL_DECODE)
 
-// grid (ceil(out / 64), ceil(T / 64)), block 256; each thread owns a 4×4 strided micro-tile.
+// ---- prefill-shaped, float32 SIMT ----
+// Block tile 64 tokens × 64 outputs, k-steps of 16; 256 threads, each 4 tokens × 4 outputs.
+// Grid (⌈out / 64⌉, ⌈T / 64⌉).
+
+constexpr int SG_BM = 64, SG_BN = 64, SG_BK = 16, SG_PAD = 4;
+
 template <typename W>
-__device__ void tiled(const float* x, const W* w, const void* bias, int biasType, float* out, int T, int in,
-                      int outDim) {
-    __shared__ float xs[TK][TILE + 4];   // [k, token]
-    __shared__ float ws[TK][TILE + 4];   // [k, output row]
-    int tid = threadIdx.x;
-    int tx = tid & 15, ty = tid >> 4;
-    int m0 = blockIdx.y * TILE, n0 = blockIdx.x * TILE;
-    int lr = tid >> 2, lk = (tid & 3) * 4;   // loader: row lr, k lk … lk+3
+__device__ void matmul_simt(const float* __restrict__ x, const W* __restrict__ w, const void* bias, int biasType,
+                            float* __restrict__ out, int T, int in, int outDim) {
+    __shared__ __align__(16) float As[SG_BK][SG_BM + SG_PAD];   // [k][token]
+    __shared__ __align__(16) float Bs[SG_BK][SG_BN + SG_PAD];   // [k][output]
+    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    const int m0 = blockIdx.y * SG_BM, n0 = blockIdx.x * SG_BN;
+    const int lk = tid & 15, lr = tid >> 4;   // loader: k column and first row
     float acc[4][4] = {};
-    for (int k0 = 0; k0 < in; k0 += TK) {
+    for (int k0 = 0; k0 < in; k0 += SG_BK) {
+        int k = k0 + lk;
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            int k = k0 + lk + j;
-            int m = m0 + lr, n = n0 + lr;
-            xs[lk + j][lr] = (m < T && k < in) ? x[(long)m * in + k] : 0.f;
-            ws[lk + j][lr] = (n < outDim && k < in) ? ld(w, (long)n * in + k) : 0.f;
+            int r = lr + 16 * j;
+            int m = m0 + r, n = n0 + r;
+            As[lk][r] = m < T && k < in ? x[(long)m * in + k] : 0.f;
+            Bs[lk][r] = n < outDim && k < in ? ld(w, (long)n * in + k) : 0.f;
         }
         __syncthreads();
 #pragma unroll
-        for (int k = 0; k < TK; k++) {
-            float a[4], b[4];
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                a[i] = xs[k][ty + 16 * i];
-                b[i] = ws[k][tx + 16 * i];
-            }
+        for (int kk = 0; kk < SG_BK; kk++) {
+            float4 a = *reinterpret_cast<const float4*>(&As[kk][ty * 4]);
+            float4 b = *reinterpret_cast<const float4*>(&Bs[kk][tx * 4]);
+            float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
             for (int i = 0; i < 4; i++)
 #pragma unroll
-                for (int j = 0; j < 4; j++) acc[i][j] += a[i] * b[j];
+                for (int j = 0; j < 4; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
         }
         __syncthreads();
     }
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        int m = m0 + ty + 16 * i;
-        if (m >= T) continue;
+        int m = m0 + ty * 4 + i;
+        if (m >= T) break;
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            int n = n0 + tx + 16 * j;
+            int n = n0 + tx * 4 + j;
             if (n < outDim) out[(long)m * outDim + n] = acc[i][j] + bias_at(bias, biasType, n);
         }
     }
 }
 
-constexpr int MK = 32;          // depth of one shared-memory step (tensor-core kernel)
-constexpr int MLD = MK + 8;     // padded leading dimension of the bf16 tiles (a multiple of 8)
+#define MATMUL_SIMT(SFX, W)                                                                                    \
+    extern "C" __global__ void __launch_bounds__(256) matmul_simt_##SFX(                                       \
+        const float* x, const W* w, const void* bias, int biasType, float* out, int T, int in, int outDim) {   \
+        matmul_simt<W>(x, w, bias, biasType, out, T, in, outDim);                                              \
+    }
+HYSPEC_FOR_WEIGHT_TYPES(MATMUL_SIMT)
 
-// grid (ceil(out / 64), ceil(T / 64)), block 128: four warps, each a 32×32 quarter of the tile as
-// 2×2 wmma 16×16×16 bf16 fragments.
-template <typename W>
-__device__ void wmma_tile(const float* x, const W* w, const void* bias, int biasType, float* out, int T, int in,
-                          int outDim) {
-    using namespace nvcuda;
-    __shared__ __align__(32) __nv_bfloat16 xs[TILE * MLD];   // [token, k]
-    __shared__ __align__(32) __nv_bfloat16 ws[TILE * MLD];   // [output row, k] = wᵀ column-major
-    __shared__ __align__(32) float cs[TILE * (TILE + 4)];
-    int tid = threadIdx.x, warp = tid >> 5;
-    int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;
-    int m0 = blockIdx.y * TILE, n0 = blockIdx.x * TILE;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int j = 0; j < 2; j++) wmma::fill_fragment(acc[i][j], 0.f);
-    for (int k0 = 0; k0 < in; k0 += MK) {
-        for (int idx = tid; idx < TILE * MK; idx += blockDim.x) {
-            int r = idx / MK, k = idx % MK, kk = k0 + k;
-            int m = m0 + r, n = n0 + r;
-            xs[r * MLD + k] = __float2bfloat16((m < T && kk < in) ? x[(long)m * in + kk] : 0.f);
-            ws[r * MLD + k] = __float2bfloat16((n < outDim && kk < in) ? ld(w, (long)n * in + kk) : 0.f);
-        }
-        __syncthreads();
-#pragma unroll
-        for (int kk = 0; kk < MK; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a[2];
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b[2];
-#pragma unroll
-            for (int i = 0; i < 2; i++) wmma::load_matrix_sync(a[i], xs + (wm + 16 * i) * MLD + kk, MLD);
-#pragma unroll
-            for (int j = 0; j < 2; j++) wmma::load_matrix_sync(b[j], ws + (wn + 16 * j) * MLD + kk, MLD);
-#pragma unroll
-            for (int i = 0; i < 2; i++)
-#pragma unroll
-                for (int j = 0; j < 2; j++) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
-        }
-        __syncthreads();
-    }
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int j = 0; j < 2; j++)
-            wmma::store_matrix_sync(cs + (wm + 16 * i) * (TILE + 4) + wn + 16 * j, acc[i][j], TILE + 4,
-                                    wmma::mem_row_major);
-    __syncthreads();
-    for (int idx = tid; idx < TILE * TILE; idx += blockDim.x) {
-        int r = idx / TILE, c = idx % TILE;
-        int m = m0 + r, n = n0 + c;
-        if (m < T && n < outDim) out[(long)m * outDim + n] = cs[r * (TILE + 4) + c] + bias_at(bias, biasType, n);
-    }
+// ---- prefill-shaped, bf16 tensor cores ----
+// Block tile 128 tokens × 128 outputs, k-steps of 32, double-buffered in shared memory (global loads
+// of the next step overlap the mma of this one). 8 warps as 2 (tokens) × 4 (outputs), each warp
+// 64 × 32 = 4 × 4 mma tiles of m16n8. Shared rows are padded to 40 bf16 (80 bytes) so the eight row
+// addresses of every ldmatrix fall in distinct banks. Requires in % 8 == 0 (whole 16-byte chunks).
+// Grid (⌈out / 128⌉, ⌈T / 128⌉).
+
+constexpr int TC_BM = 128, TC_BN = 128, TC_BK = 32, TC_LD = TC_BK + 8;
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const __nv_bfloat16* p) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
 }
 
-#define MATMUL_KERNELS(SUFFIX, W)                                                                                \
-    extern "C" __global__ void matmul_gemv_##SUFFIX(const float* x, const W* w, const void* bias, int biasType,  \
-                                                    float* out, int T, int in, int outDim, int vec, int round) { \
-        gemv<W>(x, w, bias, biasType, out, T, in, outDim, vec, round);                                           \
-    }                                                                                                            \
-    extern "C" __global__ void __launch_bounds__(256)                                                            \
-        matmul_tiled_##SUFFIX(const float* x, const W* w, const void* bias, int biasType, float* out, int T,     \
-                              int in, int outDim) {                                                              \
-        tiled<W>(x, w, bias, biasType, out, T, in, outDim);                                                      \
-    }                                                                                                            \
-    extern "C" __global__ void __launch_bounds__(128)                                                            \
-        matmul_wmma_##SUFFIX(const float* x, const W* w, const void* bias, int biasType, float* out, int T,      \
-                             int in, int outDim) {                                                               \
-        wmma_tile<W>(x, w, bias, biasType, out, T, in, outDim);                                                  \
+__device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, const uint32_t* b) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&p);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2) matmul_tc_bf16(const float* __restrict__ x,
+                                                                 const __nv_bfloat16* __restrict__ w,
+                                                                 const void* bias, int biasType,
+                                                                 float* __restrict__ out, int T, int in,
+                                                                 int outDim) {
+    __shared__ __align__(16) __nv_bfloat16 As[2][TC_BM * TC_LD];   // [token][k], x rounded to bf16
+    __shared__ __align__(16) __nv_bfloat16 Bs[2][TC_BN * TC_LD];   // [output][k]
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp >> 2, wn = warp & 3;
+    const int m0 = blockIdx.y * TC_BM, n0 = blockIdx.x * TC_BN;
+
+    float acc[4][4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
+
+    // Staging registers: A 128 × 32 floats = 1024 float4 (4 per thread), B 128 × 32 bf16 = 512 uint4 (2 each).
+    float4 ar[4];
+    uint4 br[2];
+    auto load = [&](int k0) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int idx = tid + 256 * j, r = idx >> 3, k = k0 + (idx & 7) * 4, m = m0 + r;
+            ar[j] = m < T && k < in ? __ldg(reinterpret_cast<const float4*>(x + (long)m * in + k))
+                                    : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            int idx = tid + 256 * j, r = idx >> 2, k = k0 + (idx & 3) * 8, n = n0 + r;
+            br[j] = n < outDim && k < in ? __ldg(reinterpret_cast<const uint4*>(w + (long)n * in + k))
+                                         : make_uint4(0, 0, 0, 0);
+        }
+    };
+    auto store = [&](int buf) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int idx = tid + 256 * j, r = idx >> 3, k = (idx & 7) * 4;
+            *reinterpret_cast<uint2*>(&As[buf][r * TC_LD + k]) =
+                make_uint2(pack_bf16(ar[j].x, ar[j].y), pack_bf16(ar[j].z, ar[j].w));
+        }
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            int idx = tid + 256 * j, r = idx >> 2, k = (idx & 3) * 8;
+            *reinterpret_cast<uint4*>(&Bs[buf][r * TC_LD + k]) = br[j];
+        }
+    };
+
+    const int kTiles = (in + TC_BK - 1) / TC_BK;
+    load(0);
+    store(0);
+    __syncthreads();
+    for (int kt = 0; kt < kTiles; kt++) {
+        const int buf = kt & 1;
+        if (kt + 1 < kTiles) load((kt + 1) * TC_BK);
+#pragma unroll
+        for (int ks = 0; ks < TC_BK; ks += 16) {
+            uint32_t af[4][4], bf[4][2];
+#pragma unroll
+            for (int mi = 0; mi < 4; mi++) {
+                int r = wm * 64 + mi * 16 + (lane & 15), k = ks + (lane >> 4) * 8;
+                ldmatrix_x4(af[mi], &As[buf][r * TC_LD + k]);
+            }
+#pragma unroll
+            for (int nj = 0; nj < 2; nj++) {
+                int mat = lane >> 3;
+                int n = wn * 32 + nj * 16 + (mat >> 1) * 8 + (lane & 7), k = ks + (mat & 1) * 8;
+                uint32_t q[4];
+                ldmatrix_x4(q, &Bs[buf][n * TC_LD + k]);
+                bf[2 * nj][0] = q[0];
+                bf[2 * nj][1] = q[1];
+                bf[2 * nj + 1][0] = q[2];
+                bf[2 * nj + 1][1] = q[3];
+            }
+#pragma unroll
+            for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++) mma_bf16(acc[mi][ni], af[mi], bf[ni]);
+        }
+        if (kt + 1 < kTiles) store(buf ^ 1);
+        __syncthreads();
     }
 
-HYSPEC_FOR_WEIGHT_TYPES(MATMUL_KERNELS)
+#pragma unroll
+    for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+        for (int ni = 0; ni < 4; ni++) {
+            int m = m0 + wm * 64 + mi * 16 + (lane >> 2);
+            int n = n0 + wn * 32 + ni * 8 + (lane & 3) * 2;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                int mm = m + 8 * h;
+                if (mm >= T) continue;
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    if (n + e < outDim) {
+                        out[(long)mm * outDim + n + e] = acc[mi][ni][2 * h + e] + bias_at(bias, biasType, n + e);
+                    }
+                }
+            }
+        }
+}

@@ -1,17 +1,15 @@
 package dev.hyspec.backend.cuda;
 
 import dev.hyspec.checkpoint.DType;
-import java.util.BitSet;
+import java.util.Arrays;
 import jcuda.driver.CUdeviceptr;
 
 /** Embedding, matmul, norms, elementwise ops and the MoE row moves ({@code dense.cu}, {@code matmul.cu}). */
 final class DenseKernels {
     private static final int BLOCK = 256;
-    /** Token counts up to this run matmul as a weight-streaming gemv (matmul.cu GEMV_TOKENS per pass). */
-    static final int GEMV_MAX_TOKENS = 16;
-    private static final int GEMV_ROWS_PER_BLOCK = 16;   // matmul.cu GEMV_WARPS · GEMV_ROWS
-    private static final int GEMV_THREADS = 256;
-    private static final int TILE = 64;        // matmul.cu TILE
+    /** Most tokens a matmul runs as decode (weights streamed once, all tokens per row in registers). */
+    static final int DECODE_MAX_TOKENS = 8;
+    private static final CUdeviceptr NULL = new CUdeviceptr();
     private final CudaRuntime rt;
     private final CudaBackend.Precision precision;
 
@@ -34,111 +32,71 @@ final class DenseKernels {
     }
 
     void embedding(int[] ids, CudaTensor table, CudaTensor out) {
-        int d = table.cols();
         int vocab = table.rows();
-        if (out.numel() != (long) ids.length * d) {
-            throw new IllegalArgumentException("embedding: " + ids.length + " ids of width " + d + " into " + out);
-        }
+        int d = table.cols();
         for (int id : ids) {
             if (id < 0 || id >= vocab) {
                 throw new IllegalArgumentException("token id " + id + " is outside the vocabulary [0, " + vocab + ")");
             }
         }
+        if (out.numel() != (long) ids.length * d) {
+            throw new IllegalArgumentException("embedding: " + ids.length + " ids of " + d + " columns into " + out);
+        }
         if (ids.length == 0) {
             return;
         }
-        rt.launch("dense_embedding_" + suffix(table.dtype()), blocks(d, BLOCK), gridRows(ids.length), 1, BLOCK, 0,
-                rt.stage(ids), table, out, d, ids.length);
+        rt.launch("dense_embedding_" + suffix(table.dtype()), blocks(d, BLOCK), gridY(ids.length), 1, BLOCK, 0,
+                rt.stage(ids), table, out, ids.length, d);
     }
 
     /**
-     * Decode and verify shapes (at most {@value #GEMV_MAX_TOKENS} tokens) stream each weight row once
-     * per 8 tokens; larger T runs a tiled kernel: float32 FMAs, or bf16 tensor cores in
-     * {@link CudaBackend.Precision#BF16}, where x and w are rounded to bfloat16 on every path.
+     * {@code out = x · wᵀ (+ bias)}. Up to {@value #DECODE_MAX_TOKENS} tokens a bandwidth-bound kernel
+     * reads every weight once; more tokens run as a tiled GEMM: on tensor cores (x rounded to bf16) in
+     * {@link CudaBackend.Precision#BF16} with bf16 weights and {@code in % 8 == 0}, else in float32.
      */
     void matmul(CudaTensor x, CudaTensor w, CudaTensor bias, CudaTensor out) {
-        int n = x.rows();
+        int tokens = x.rows();
         int in = x.cols();
         int outDim = w.rows();
-        if (w.cols() != in || out.rows() != n || out.cols() != outDim) {
-            throw new IllegalArgumentException("matmul shapes: x " + x + ", w " + w + ", out " + out);
+        if (w.cols() != in || out.rows() != tokens || out.cols() != outDim
+                || (bias != null && bias.numel() != outDim)) {
+            throw new IllegalArgumentException("matmul shapes: x " + x + ", w " + w + ", bias " + bias + ", out " + out);
         }
-        if (bias != null && bias.numel() != outDim) {
-            throw new IllegalArgumentException("matmul bias " + bias + " for " + outDim + " outputs");
-        }
-        if (n == 0 || outDim == 0) {
+        if (tokens == 0 || outDim == 0) {
             return;
         }
-        if (in == 0) {
-            rt.launch("dense_fill_bias", blocks((long) n * outDim, BLOCK), 1, 1, BLOCK, 0, biasPtr(bias),
-                    biasType(bias), out, outDim, (long) n * outDim);
-            return;
-        }
-        String sfx = suffix(w.dtype());
-        boolean bf16 = precision == CudaBackend.Precision.BF16;
-        if (n <= GEMV_MAX_TOKENS) {
-            rt.launch("matmul_gemv_" + sfx, blocks(outDim, GEMV_ROWS_PER_BLOCK), 1, 1, GEMV_THREADS, 0, x, w,
-                    biasPtr(bias), biasType(bias), out, n, in, outDim, in % 8 == 0 ? 1 : 0, bf16 ? 1 : 0);
-        } else if (bf16) {
-            rt.launch("matmul_wmma_" + sfx, blocks(outDim, TILE), blocks(n, TILE), 1, 128, 0, x, w, biasPtr(bias),
-                    biasType(bias), out, n, in, outDim);
-        } else {
-            rt.launch("matmul_tiled_" + sfx, blocks(outDim, TILE), blocks(n, TILE), 1, 256, 0, x, w, biasPtr(bias),
-                    biasType(bias), out, n, in, outDim);
-        }
-    }
-
-    /** Grid rows for a kernel that strides over {@code rows} rows (CUDA caps grid y at 65535). */
-    private static int gridRows(int rows) {
-        return Math.min(rows, 65535);
-    }
-
-    private static Object biasPtr(CudaTensor bias) {
-        return bias == null ? new CUdeviceptr() : bias;
-    }
-
-    /** The bias dtype as matmul.cu's bias_at reads it. */
-    private static int biasType(CudaTensor bias) {
-        if (bias == null) {
-            return 0;
-        }
-        return switch (bias.dtype()) {
-            case F32 -> 0;
-            case BF16 -> 1;
-            case F16 -> 2;
+        Object b = bias == null ? NULL : bias;
+        int biasType = bias == null ? 0 : switch (bias.dtype()) {
+            case F32 -> 1;
+            case BF16 -> 2;
+            case F16 -> 3;
         };
+        String sfx = suffix(w.dtype());
+        if (tokens <= DECODE_MAX_TOKENS) {
+            int rows = tokens <= 2 ? 2 : 4;   // output rows per block, as in matmul_decode
+            rt.launch("matmul_decode_t" + tokens + "_" + sfx, blocks(outDim, rows), 1, 1, 128, 0, x, w, b, biasType,
+                    out, in, outDim);
+        } else if (precision == CudaBackend.Precision.BF16 && w.dtype() == DType.BF16 && in % 8 == 0) {
+            rt.launch("matmul_tc_bf16", blocks(outDim, 128), blocks(tokens, 128), 1, 256, 0, x, w, b, biasType, out,
+                    tokens, in, outDim);
+        } else {
+            rt.launch("matmul_simt_" + sfx, blocks(outDim, 64), blocks(tokens, 64), 1, 256, 0, x, w, b, biasType, out,
+                    tokens, in, outDim);
+        }
     }
 
     void rmsNorm(CudaTensor x, CudaTensor w, int groupSize, float eps, boolean plusOne, CudaTensor out) {
-        int groups = normGroups(x, w, groupSize, out);
-        rt.launch("dense_rms_norm_" + suffix(w.dtype()), groups, 1, 1, normBlock(groupSize), 0, x, w, out, groupSize,
-                x.cols(), Math.toIntExact(w.numel()), eps, plusOne ? 1 : 0);
+        long groups = groups(x, w, groupSize, out);
+        rt.launch("dense_rms_norm_" + suffix(w.dtype()), Math.toIntExact(groups), 1, 1, normBlock(groupSize), 0, x, w,
+                (int) w.numel(), groupSize, x.cols(), eps, plusOne ? 1 : 0, out);
     }
 
     void gatedRmsNorm(CudaTensor x, CudaTensor gate, CudaTensor w, int groupSize, float eps, boolean gateFirst,
                       CudaTensor out) {
-        sameSize(x, gate);
-        int groups = normGroups(x, w, groupSize, out);
-        rt.launch("dense_gated_rms_norm_" + suffix(w.dtype()), groups, 1, 1, normBlock(groupSize), 0, x, gate, w,
-                out, groupSize, x.cols(), Math.toIntExact(w.numel()), eps, gateFirst ? 1 : 0);
-    }
-
-    /** The number of norm groups; checks that groups tile the rows and w is non-empty. */
-    private static int normGroups(CudaTensor x, CudaTensor w, int groupSize, CudaTensor out) {
-        long n = sameSize(x, out);
-        if (groupSize <= 0 || x.cols() % groupSize != 0) {
-            throw new IllegalArgumentException("norm group size " + groupSize + " does not divide the " + x.cols()
-                    + " columns of " + x);
-        }
-        if (w.numel() == 0) {
-            throw new IllegalArgumentException("norm weight " + w + " is empty");
-        }
-        return Math.toIntExact(n / groupSize);
-    }
-
-    /** Threads for one norm group: a warp multiple, at most 1024, about one per element. */
-    private static int normBlock(int groupSize) {
-        return Math.min(1024, Math.max(32, (groupSize + 31) / 32 * 32));
+        sameSize(x, gate, out);
+        long groups = groups(x, w, groupSize, out);
+        rt.launch("dense_gated_rms_norm_" + suffix(w.dtype()), Math.toIntExact(groups), 1, 1, normBlock(groupSize), 0,
+                x, gate, w, (int) w.numel(), groupSize, x.cols(), eps, gateFirst ? 1 : 0, out);
     }
 
     void add(CudaTensor a, CudaTensor b, CudaTensor out) {
@@ -161,81 +119,97 @@ final class DenseKernels {
         int cols = x.cols();
         boolean perRow = gate.cols() == 1 && cols != 1;
         if (perRow ? gate.rows() != x.rows() : gate.numel() != n) {
-            throw new IllegalArgumentException("sigmoidGate: gate " + gate + " for x " + x);
+            throw new IllegalArgumentException("sigmoidGate: gate " + gate + " fits neither x " + x + " nor [T, 1]");
         }
         rt.launch("dense_sigmoid_gate", blocks(n, BLOCK), 1, 1, BLOCK, 0, x, gate, out, n, cols, perRow ? 1 : 0);
     }
 
     void scaleRows(CudaTensor x, float[] scale, CudaTensor out) {
-        sameSize(x, out);
-        if (scale.length != x.rows()) {
+        long n = sameSize(x, out);
+        if (scale.length < x.rows()) {
             throw new IllegalArgumentException("scaleRows: " + scale.length + " scales for " + x);
         }
-        int cols = x.cols();
-        if (scale.length == 0 || cols == 0) {
+        if (n == 0) {
             return;
         }
-        rt.launch("dense_scale_rows", blocks(cols, BLOCK), gridRows(scale.length), 1, BLOCK, 0, x, rt.stage(scale), out,
-                cols, scale.length);
+        rt.launch("dense_scale_rows", blocks(n, BLOCK), 1, 1, BLOCK, 0, x, rt.stage(scale), out, n, x.cols());
     }
 
     void gatherRows(CudaTensor src, int[] rows, CudaTensor dst) {
         int cols = src.cols();
-        checkRows("gatherRows", src, rows, dst, cols, src.rows());
+        checkRows("gatherRows", src, rows, dst);
         if (rows.length == 0 || cols == 0) {
             return;
         }
-        rt.launch("dense_gather_rows", blocks(cols, BLOCK), gridRows(rows.length), 1, BLOCK, 0, src, rt.stage(rows), dst,
-                cols, rows.length);
+        rt.launch("dense_gather_rows", blocks(cols, BLOCK), gridY(rows.length), 1, BLOCK, 0, src, rt.stage(rows), dst,
+                rows.length, cols);
     }
 
     /**
-     * Distinct rows run one thread per element; a repeated row runs one thread per column over the
-     * rows in order (as the CPU), so repeated adds never race.
+     * {@code dst[rows[i], :] += scale[i] · src[i, :]}. Indices are grouped by target row on the host
+     * (ascending i within a target), so repeated rows add up in index order, deterministically.
      */
     void scatterAddRows(CudaTensor src, int[] rows, float[] scale, CudaTensor dst) {
         int cols = src.cols();
-        checkRows("scatterAddRows", dst, rows, src, cols, dst.rows());
-        if (scale.length != rows.length) {
-            throw new IllegalArgumentException("scatterAddRows: " + scale.length + " scales for " + rows.length
-                    + " rows");
+        checkRows("scatterAddRows", dst, rows, src);
+        if (scale.length < rows.length) {
+            throw new IllegalArgumentException("scatterAddRows: " + scale.length + " scales for " + rows.length + " rows");
         }
         if (rows.length == 0 || cols == 0) {
             return;
         }
-        if (distinct(rows, dst.rows())) {
-            rt.launch("dense_scatter_add_rows", blocks(cols, BLOCK), gridRows(rows.length), 1, BLOCK, 0, src,
-                    rt.stage(rows), rt.stage(scale), dst, cols, rows.length);
-        } else {
-            rt.launch("dense_scatter_add_rows_serial", blocks(cols, BLOCK), 1, 1, BLOCK, 0, src, rt.stage(rows),
-                    rt.stage(scale), dst, cols, rows.length);
+        long[] keys = new long[rows.length];
+        for (int i = 0; i < rows.length; i++) {
+            keys[i] = (long) rows[i] << 32 | i;
         }
+        Arrays.sort(keys);
+        int[] order = new int[rows.length];
+        int[] targets = new int[rows.length];
+        int[] start = new int[rows.length + 1];
+        int groups = 0;
+        for (int j = 0; j < keys.length; j++) {
+            int row = (int) (keys[j] >>> 32);
+            order[j] = (int) keys[j];
+            if (groups == 0 || targets[groups - 1] != row) {
+                targets[groups] = row;
+                start[groups++] = j;
+            }
+        }
+        start[groups] = rows.length;
+        rt.launch("dense_scatter_add_rows", blocks(cols, BLOCK), gridY(groups), 1, BLOCK, 0, src,
+                rt.stage(Arrays.copyOf(targets, groups)), rt.stage(Arrays.copyOf(start, groups + 1)), rt.stage(order),
+                rt.stage(scale), dst, groups, cols);
     }
 
-    /**
-     * Checks {@code rows} index {@code indexed} (of {@code limit} rows) and that {@code other} has
-     * {@code rows.length} rows of the same width.
-     */
-    private static void checkRows(String op, CudaTensor indexed, int[] rows, CudaTensor other, int cols, int limit) {
-        if (other.cols() != cols || (long) rows.length * cols > other.numel()) {
-            throw new IllegalArgumentException(op + ": " + rows.length + " rows of " + indexed + " and " + other);
+    /** A grid's y extent for {@code n} rows: kernels loop when there are more rows than the limit. */
+    private static int gridY(int n) {
+        return Math.min(n, 65535);
+    }
+
+    /** Checks that {@code rows} index {@code indexed} and that {@code other} has a row for each. */
+    private static void checkRows(String op, CudaTensor indexed, int[] rows, CudaTensor other) {
+        if (indexed.cols() != other.cols() || other.rows() < rows.length) {
+            throw new IllegalArgumentException(op + ": " + rows.length + " rows between " + indexed + " and " + other);
         }
         for (int r : rows) {
-            if (r < 0 || r >= limit) {
+            if (r < 0 || r >= indexed.rows()) {
                 throw new IndexOutOfBoundsException(op + ": row " + r + " of " + indexed);
             }
         }
     }
 
-    private static boolean distinct(int[] rows, int limit) {
-        BitSet seen = new BitSet(limit);
-        for (int r : rows) {
-            if (seen.get(r)) {
-                return false;
-            }
-            seen.set(r);
+    /** The number of norm groups; checks that x splits into whole groups and that out and w fit. */
+    private static long groups(CudaTensor x, CudaTensor w, int groupSize, CudaTensor out) {
+        long n = sameSize(x, out);
+        if (groupSize <= 0 || n % groupSize != 0 || w.numel() == 0) {
+            throw new IllegalArgumentException("norm groups of " + groupSize + " over " + x + " with weight " + w);
         }
-        return true;
+        return n / groupSize;
+    }
+
+    /** Threads per norm block: one per element of the group up to 256, whole warps. */
+    private static int normBlock(int groupSize) {
+        return Math.min(256, (groupSize + 31) / 32 * 32);
     }
 
     private static long sameSize(CudaTensor... ts) {
