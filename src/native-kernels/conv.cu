@@ -1,0 +1,44 @@
+// Causal depthwise conv1d with SiLU over [window | x] (prefill and the spec window), and the window
+// shift. Weights (w [C, W], bias [C]) in any weight dtype; activations and the window float32.
+#include "common.cuh"
+
+// silu as the CPU reference (exp in double, rounded once).
+__device__ __forceinline__ float conv_silu(float v) { return v / (1.f + (float)exp(-(double)v)); }
+
+// One thread per (t, c): out[t, c] = silu(bias[c] + sum_j w[c, j] u[c, t + j]) with
+// u = [window[c, 0..K) | x[0..T, c]], K = W - 1. Coalesced along c.
+template <typename WT, typename BT>
+__device__ void conv1d_impl(const float* __restrict__ x, const float* __restrict__ window, const WT* __restrict__ w,
+                            const BT* __restrict__ bias, int hasBias, float* __restrict__ out, int T, int C, int W) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long)T * C) return;
+    int t = (int)(i / C), c = (int)(i % C);
+    int K = W - 1;
+    float acc = hasBias ? ld(bias, c) : 0.f;
+    for (int j = 0; j < W; j++) {
+        int u = t + j;   // index into [window | x]
+        float v = u < K ? window[(long)c * K + u] : x[(long)(u - K) * C + c];
+        acc += ld(w, (long)c * W + j) * v;
+    }
+    out[i] = conv_silu(acc);
+}
+
+#define CONV_B(WS, WT, BS, BT)                                                                               \
+    extern "C" __global__ void conv1d_##WS##_##BS(const float* x, const float* window, const WT* w,          \
+                                                   const BT* bias, int hasBias, float* out, int T, int C, int W) { \
+        conv1d_impl<WT, BT>(x, window, w, bias, hasBias, out, T, C, W);                                      \
+    }
+#define CONV_W(WS, WT) CONV_B(WS, WT, f32, float) CONV_B(WS, WT, bf16, __nv_bfloat16) CONV_B(WS, WT, f16, __half)
+HYSPEC_FOR_WEIGHT_TYPES(CONV_W)
+
+// window [C, K] becomes the last K columns of [window | x[0..count)^T]; one thread per channel
+// (ascending copies within a channel, so the in-place shift is safe).
+extern "C" __global__ void conv_shift(float* __restrict__ window, const float* __restrict__ x, int count, int C,
+                                      int K) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float* win = window + (long)c * K;
+    int fromWindow = K - count > 0 ? K - count : 0;
+    for (int i = 0; i < fromWindow; i++) win[i] = win[i + K - fromWindow];
+    for (int i = fromWindow; i < K; i++) win[i] = x[(long)(count - K + i) * C + c];
+}
