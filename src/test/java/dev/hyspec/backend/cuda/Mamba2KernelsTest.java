@@ -68,7 +68,10 @@ class Mamba2KernelsTest {
 
     // ------------------------------------------------------------------ inputs
 
-    /** A weight on both backends in {@code dtype}; {@code values} are rounded to what the dtype holds. */
+    /**
+     * A weight in {@code dtype} on the GPU and the same values as a float32 tensor on the CPU (whose
+     * recurrent ops take float32; {@code values} must be exact in {@code dtype}, see {@link #representable}).
+     */
     static Tensor[] weight(DType dtype, float[] values, int... shape) {
         ByteBuffer b = ByteBuffer.allocateDirect(values.length * dtype.bytes()).order(ByteOrder.LITTLE_ENDIAN);
         for (float v : values) {
@@ -80,7 +83,7 @@ class Mamba2KernelsTest {
         }
         b.flip();
         TensorEntry e = new TensorEntry("w", dtype, shape, b);
-        return new Tensor[] {Gpu.CPU.weight(e), Gpu.backend().weight(e)};
+        return new Tensor[] {Gpu.CPU.upload(values, shape), Gpu.backend().weight(e)};
     }
 
     /** Rounds to a multiple of 1/256 in [−4, 4] (exact in f16 and bf16). */
@@ -413,10 +416,10 @@ class Mamba2KernelsTest {
                 Runnable scanStates = () -> b.mamba2ScanStates(state, layout, xBC, dtRaw, dtBias, aLog, d, s.dims(),
                         states, y);
                 Runnable commitCopy = () -> b.copy(states[t - 1], state);
-                double tReplay = time(rt, b, filler, filler2, replay, reps);
-                double tOutputs = time(rt, b, filler, filler2, outputs, reps);
-                double tScanStates = time(rt, b, filler, filler2, scanStates, reps);
-                double tCopy = time(rt, b, filler, filler2, commitCopy, reps);
+                double tReplay = time(rt, b, filler, filler2, replay, reps, layout + " replay");
+                double tOutputs = time(rt, b, filler, filler2, outputs, reps, layout + " outputs");
+                double tScanStates = time(rt, b, filler, filler2, scanStates, reps, layout + " scanStates");
+                double tCopy = time(rt, b, filler, filler2, commitCopy, reps, layout + " commitCopy");
                 lines.add(line("replay count=4", layout, tReplay, 2 * stateBytes, bw));
                 lines.add(line("replayOutputs T=4", layout, tOutputs, stateBytes, bw));
                 lines.add(line("scanStates T=4", layout, tScanStates, (1 + t) * stateBytes, bw));
@@ -446,9 +449,12 @@ class Mamba2KernelsTest {
 
     /**
      * Seconds per call of {@code op} on the device: the stream is first kept busy with large copies
-     * so that the launches queue up and run back to back, then timed with events.
+     * so that the launches queue up behind them and run back to back, then timed with events. The
+     * figure is marked invalid when the queue drained before every launch was issued (the host's
+     * launch cost then dominates); the host's cost per call is printed beside it.
      */
-    private static double time(CudaRuntime rt, CudaBackend b, Tensor filler, Tensor filler2, Runnable op, int reps) {
+    private static double time(CudaRuntime rt, CudaBackend b, Tensor filler, Tensor filler2, Runnable op, int reps,
+                               String what) {
         for (int i = 0; i < 5; i++) {
             op.run();
         }
@@ -458,17 +464,28 @@ class Mamba2KernelsTest {
         JCudaDriver.cuEventCreate(start, 0);
         JCudaDriver.cuEventCreate(end, 0);
         try {
-            for (int i = 0; i < 20; i++) {
-                b.copy(i % 2 == 0 ? filler : filler2, i % 2 == 0 ? filler2 : filler);   // ~3.5 ms of queued work
+            for (int i = 0; i < 80; i++) {
+                b.copy(i % 2 == 0 ? filler : filler2, i % 2 == 0 ? filler2 : filler);   // ~14 ms of queued work
             }
             JCudaDriver.cuEventRecord(start, rt.stream());
+            long h0 = System.nanoTime();
             for (int i = 0; i < reps; i++) {
                 op.run();
+            }
+            long h1 = System.nanoTime();
+            boolean queued;
+            try {
+                queued = JCudaDriver.cuEventQuery(start) != jcuda.driver.CUresult.CUDA_SUCCESS;
+            } catch (jcuda.CudaException e) {
+                queued = true;   // CUDA_ERROR_NOT_READY: the fillers were still running
             }
             JCudaDriver.cuEventRecord(end, rt.stream());
             JCudaDriver.cuEventSynchronize(end);
             float[] ms = new float[1];
             JCudaDriver.cuEventElapsedTime(ms, start, end);
+            System.out.printf(Locale.ROOT, "[gpu-speed] %s: host %.1f us per call; device timing %s%n", what,
+                    (h1 - h0) / 1e3 / reps, queued ? "valid (launches queued behind the fillers)"
+                            : "INVALID (the queue drained: host-bound)");
             return ms[0] / 1e3 / reps;
         } finally {
             JCudaDriver.cuEventDestroy(start);
