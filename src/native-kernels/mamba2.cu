@@ -208,10 +208,12 @@ HYSPEC_FOR_WEIGHT_TYPES(M2_SCAN)
 //
 // S <- e^{cL} S + sum_{j<count} (e^{cL-c_j} dt_j row_j) (x) col_j over each head's [R, Cc] matrix
 // (VK: rows p with row vector x, columns n with column vector B; KV: rows n with B, columns p with
-// x). grid (H, row tiles of `tileRows`), 256 threads, each element read and written once; the
-// history vectors go through shared memory in chunks of M2_RJ rows.
+// x). grid (H, row tiles of `tileRows`), 256 threads of M2_REPT elements each: every element is
+// read once and written once, the loads issued before anything waits. The history vectors go
+// through shared memory in chunks of M2_RJ rows, staged in one pass (each row coefficient computes
+// its own weight) so a chunk costs one memory latency.
 #define M2_RJ 16
-#define M2_REPT 4
+#define M2_REPT 8
 
 extern "C" __global__ void m2_replay(float* __restrict__ state, const float* __restrict__ hist, int count, int H,
                                      int P, int N, int G, int vk, int tileRows) {
@@ -226,36 +228,36 @@ extern "C" __global__ void m2_replay(float* __restrict__ state, const float* __r
     const int r0 = blockIdx.y * tileRows;
     const int rows = min(tileRows, R - r0);
     const int elems = rows * Cc;
-    float* sw = sm;                       // [RJ]
-    float* srow = sw + M2_RJ;             // [RJ][tileRows]
+    float* srow = sm;                       // [RJ][tileRows]
     float* scol = srow + M2_RJ * tileRows;  // [RJ][Cc]
-    const float cL = hist[(long)(count - 1) * width + cOff];
-    const float eL = m2_exp(cL);
     float* base = state + ((long)h * R + r0) * Cc;
 
     float acc[M2_REPT];
 #pragma unroll
     for (int i = 0; i < M2_REPT; i++) {
         int e = threadIdx.x + i * blockDim.x;
-        acc[i] = e < elems ? base[e] * eL : 0.f;
+        acc[i] = e < elems ? base[e] : 0.f;
     }
+    const float cL = hist[(long)(count - 1) * width + cOff];
     for (int j0 = 0; j0 < count; j0 += M2_RJ) {
         const int jc = min(M2_RJ, count - j0);
-        __syncthreads();
-        if (threadIdx.x < jc) {
-            const float* row = hist + (long)(j0 + threadIdx.x) * width;
-            sw[threadIdx.x] = m2_exp(__fsub_rn(cL, row[cOff])) * row[dtOff];
-        }
-        __syncthreads();
+        if (j0 > 0) __syncthreads();   // the previous chunk is no longer read
         for (int i = threadIdx.x; i < jc * rows; i += blockDim.x) {
             int jj = i / rows, r = i % rows;
-            srow[jj * tileRows + r] = sw[jj] * hist[(long)(j0 + jj) * width + rowOff + r0 + r];
+            const float* row = hist + (long)(j0 + jj) * width;
+            float w = m2_exp(__fsub_rn(cL, row[cOff])) * row[dtOff];
+            srow[jj * tileRows + r] = w * row[rowOff + r0 + r];
         }
         for (int i = threadIdx.x; i < jc * Cc; i += blockDim.x) {
             int jj = i / Cc, c = i % Cc;
             scol[jj * Cc + c] = hist[(long)(j0 + jj) * width + colOff + c];
         }
         __syncthreads();
+        if (j0 == 0) {
+            const float eL = m2_exp(cL);
+#pragma unroll
+            for (int i = 0; i < M2_REPT; i++) acc[i] *= eL;
+        }
 #pragma unroll
         for (int i = 0; i < M2_REPT; i++) {
             int e = threadIdx.x + i * blockDim.x;
@@ -417,6 +419,133 @@ __device__ void m2_replay_outputs_impl(const float* __restrict__ S, const float*
     }
 #define M2_RO(SUF, W) M2_RO_K(SUF, W, 4) M2_RO_K(SUF, W, 8) M2_RO_K(SUF, W, 16)
 HYSPEC_FOR_WEIGHT_TYPES(M2_RO)
+
+// Replay outputs for T <= M2_TC tokens (the verify widths), one memory latency deep: the state
+// tile, B, C, x and dt are all loaded in one pass (history rows written from the same loads), then
+// everything else runs from registers and shared memory. Same mapping and math as above.
+// Shared memory: B[T][N], C[T][N], x[T][ptile], dt[TC], c[TC], cb[TC][TC], ys[TC][ptile],
+// KV reduction [TC][nsub][ptile].
+template <bool VK, int KM, typename W>
+__device__ void m2_ro_small_impl(const float* __restrict__ S, const float* __restrict__ xBC,
+                                 const float* __restrict__ dtRaw, const W* __restrict__ dtBias,
+                                 const W* __restrict__ aLog, const W* __restrict__ dd, float* __restrict__ hist,
+                                 float* __restrict__ y, int T, int H, int P, int N, int G, float dtMin, float dtMax,
+                                 int ptile, int lanes, int nsub, int K) {
+    float* sm = m2_smem;
+    const int h = blockIdx.x;
+    const int hpg = H / G;
+    const int g = h / hpg;
+    const int conv = H * P + 2 * G * N;
+    const int width = H * P + G * N + 2 * H;
+    const int bOff = H * P + g * N;
+    const int cOff = H * P + G * N + g * N;
+    const int hDt = H * P + G * N;
+    const int p0 = blockIdx.y * ptile;
+    float* sB = sm;                       // [T][N]
+    float* sC = sB + T * N;               // [T][N]
+    float* sx = sC + T * N;               // [T][ptile]
+    float* sdt = sx + T * ptile;          // [TC]
+    float* scs = sdt + M2_TC;             // [TC]
+    float* cb = scs + M2_TC;              // [TC][TC]
+    float* ys = cb + M2_TC * M2_TC;       // [TC][ptile]
+    float* red = ys + M2_TC * ptile;      // KV: [TC][nsub][ptile]
+    const M2Map m = m2_map<VK>(ptile, lanes, nsub, P);
+
+    float s[KM];
+#pragma unroll
+    for (int k = 0; k < KM; k++) {
+        int n = m.nBase + m.nStride * k;
+        s[k] = (k < K && m.live && n < N) ? S[m2_at<VK>(h, m.p, n, P, N)] : 0.f;
+    }
+    const bool writeB = blockIdx.y == 0 && h % hpg == 0;
+    for (int i = threadIdx.x; i < T * N; i += blockDim.x) {
+        int t = i / N, n = i % N;
+        const float* row = xBC + (long)t * conv;
+        float b = row[bOff + n];
+        sB[i] = b;
+        sC[i] = row[cOff + n];
+        if (writeB) hist[(long)t * width + bOff + n] = b;
+    }
+    for (int i = threadIdx.x; i < T * ptile; i += blockDim.x) {
+        int t = i / ptile, pp = p0 + i % ptile;
+        float x = pp < P ? xBC[(long)t * conv + h * P + pp] : 0.f;
+        sx[i] = x;
+        if (pp < P) hist[(long)t * width + h * P + pp] = x;
+    }
+    const float A = m2_a(ld(aLog, h));
+    const float Dh = ld(dd, h);
+    if (threadIdx.x < T) sdt[threadIdx.x] = m2_dt(dtRaw[(long)threadIdx.x * H + h], ld(dtBias, h), dtMin, dtMax);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float c = 0.f;
+        for (int t = 0; t < T; t++) {
+            c = __fadd_rn(c, __fmul_rn(A, sdt[t]));
+            scs[t] = c;
+            if (blockIdx.y == 0) {
+                hist[(long)t * width + hDt + h] = sdt[t];
+                hist[(long)t * width + hDt + H + h] = c;
+            }
+        }
+    }
+    {   // cb[t][j] = C_t . B_j for j <= t, one warp per pair
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+        const int pairs = T * (T + 1) / 2;
+        for (int q = warp; q < pairs; q += warps) {
+            int t = 0;
+            while ((t + 1) * (t + 2) / 2 <= q) t++;
+            int j = q - t * (t + 1) / 2;
+            float v = 0.f;
+            for (int n = lane; n < N; n += 32) v += sC[t * N + n] * sB[j * N + n];
+            v = warp_sum(v);
+            if (lane == 0) cb[t * M2_TC + j] = v;
+        }
+    }
+    for (int t = 0; t < T; t++) {   // C_t . S[p, :]
+        const float* C = sC + t * N;
+        float part = 0.f;
+#pragma unroll
+        for (int k = 0; k < KM; k++) {
+            int n = m.nBase + m.nStride * k;
+            if (k < K && n < N) part += s[k] * C[n];
+        }
+        if (VK) {
+            part = m2_group_sum(part, lanes);
+            if (m.live && m.nBase == 0) ys[t * ptile + m.pl] = part;
+        } else if (m.pl < ptile && m.nBase < nsub) {
+            red[(t * nsub + m.nBase) * ptile + m.pl] = part;
+        }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < T * ptile; i += blockDim.x) {
+        int t = i / ptile, pl = i % ptile, pp = p0 + pl;
+        if (pp >= P) continue;
+        float ystate;
+        if (VK) {
+            ystate = ys[t * ptile + pl];
+        } else {
+            ystate = 0.f;
+            for (int q = 0; q < nsub; q++) ystate += red[(t * nsub + q) * ptile + pl];
+        }
+        const float ct = scs[t];
+        float v = m2_exp(ct) * ystate;
+        for (int j = 0; j <= t; j++) {
+            float w = cb[t * M2_TC + j] * m2_exp(__fsub_rn(ct, scs[j])) * sdt[j];
+            v += w * sx[j * ptile + pl];
+        }
+        v += Dh * sx[t * ptile + pl];
+        y[(long)t * H * P + (long)h * P + pp] = v;
+    }
+}
+
+#define M2_ROS_K(SUF, W, KM)                                                                             \
+    extern "C" __global__ void m2_ro_small_vk_k##KM##_##SUF(M2_RO_PARAMS(W)) {                             \
+        m2_ro_small_impl<true, KM, W>(M2_RO_ARGS);                                                        \
+    }                                                                                                     \
+    extern "C" __global__ void m2_ro_small_kv_k##KM##_##SUF(M2_RO_PARAMS(W)) {                             \
+        m2_ro_small_impl<false, KM, W>(M2_RO_ARGS);                                                       \
+    }
+#define M2_ROS(SUF, W) M2_ROS_K(SUF, W, 4) M2_ROS_K(SUF, W, 8) M2_ROS_K(SUF, W, 16)
+HYSPEC_FOR_WEIGHT_TYPES(M2_ROS)
 
 // ---------------------------------------------------------------- per-head vectors to float32
 

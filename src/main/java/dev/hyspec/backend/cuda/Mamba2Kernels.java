@@ -24,7 +24,7 @@ final class Mamba2Kernels {
     private static final int TC = 8;
     private static final int MAXS = 8;
     private static final int RJ = 16;
-    private static final int REPT = 4;
+    private static final int REPT = 8;
     private static final int DEFAULT_SHARED = 48 << 10;
     private static final int MAX_SHARED = 227 << 10;
 
@@ -286,7 +286,7 @@ final class Mamba2Kernels {
             throw new IllegalArgumentException("mamba2Replay: rows of " + cols + " are above " + REPT * BLOCK);
         }
         int tileRows = Math.min(rows, Math.max(1, REPT * BLOCK / cols));
-        int shared = 4 * (RJ + RJ * tileRows + RJ * cols);
+        int shared = 4 * (RJ * tileRows + RJ * cols);
         allowShared("m2_replay", shared);
         rt.launch("m2_replay", dims.numHeads(), (rows + tileRows - 1) / tileRows, 1, BLOCK, shared, state, history,
                 count, dims.numHeads(), dims.headDim(), dims.stateSize(), dims.nGroups(), vk ? 1 : 0, tileRows);
@@ -307,14 +307,21 @@ final class Mamba2Kernels {
             return;
         }
         PMap m = pmap(layout, dims.headDim(), dims.stateSize());
-        long shared = 4L * (2L * tokens + (long) tokens * tokens + (long) tokens * m.ptile() + (long) TC * dims.stateSize()
-                + (layout == StateLayout.KV ? (long) TC * m.nsub() * m.ptile() : 0));
+        int n = dims.stateSize();
+        long kvReduce = layout == StateLayout.KV ? (long) TC * m.nsub() * m.ptile() : 0;
+        boolean small = tokens <= TC;
+        // Verify widths (T <= TC): everything staged at once, one memory latency deep. Longer calls:
+        // the general kernel, C staged TC tokens at a time.
+        long shared = small
+                ? 4L * (2L * tokens * n + (long) tokens * m.ptile() + 2L * TC + (long) TC * TC + (long) TC * m.ptile()
+                        + kvReduce)
+                : 4L * (2L * tokens + (long) tokens * tokens + (long) tokens * m.ptile() + (long) TC * n + kvReduce);
         if (shared > MAX_SHARED) {
             throw new IllegalArgumentException("mamba2ReplayOutputs: " + tokens + " tokens need " + shared
                     + " bytes of shared memory");
         }
         try (HeadParams hp = new HeadParams(dtBias, aLog, d, dims.numHeads())) {
-            String kernel = "m2_replay_outputs_" + variant(layout, m) + "_" + hp.suffix;
+            String kernel = (small ? "m2_ro_small_" : "m2_replay_outputs_") + variant(layout, m) + "_" + hp.suffix;
             allowShared(kernel, (int) shared);
             rt.launch(kernel, dims.numHeads(), m.tiles(), 1, m.threads(), (int) shared, state, xBC, dtRaw, hp.dtBias,
                     hp.aLog, hp.d, history, y, tokens, dims.numHeads(), dims.headDim(), dims.stateSize(),

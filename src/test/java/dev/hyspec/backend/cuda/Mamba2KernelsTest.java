@@ -86,11 +86,15 @@ class Mamba2KernelsTest {
         return new Tensor[] {Gpu.CPU.upload(values, shape), Gpu.backend().weight(e)};
     }
 
-    /** Rounds to a multiple of 1/256 in [−4, 4] (exact in f16 and bf16). */
+    /**
+     * Rounds to a multiple of 1/256 in [−4, 4] with bf16's 8 significant bits: exact in bf16 and in
+     * f16 (11 significant bits, normal down to 2^−14).
+     */
     static float[] representable(float[] v) {
         float[] out = new float[v.length];
         for (int i = 0; i < v.length; i++) {
-            out[i] = Math.max(-1024, Math.min(1024, Math.round(v[i] * 256))) / 256f;
+            float q = Math.max(-1024, Math.min(1024, Math.round(v[i] * 256))) / 256f;
+            out[i] = Float.intBitsToFloat(Float.floatToRawIntBits(q) & 0xffff0000);
         }
         return out;
     }
@@ -223,7 +227,8 @@ class Mamba2KernelsTest {
         int variant = 0;
         for (Shape s : SHAPES) {
             for (StateLayout layout : StateLayout.values()) {
-                for (int t : TOKENS) {
+                // T <= 8 runs the verify-width kernel, longer calls the general one.
+                for (int t : s.big() ? TOKENS : new int[] {1, 2, 4, 6, 8, 9, 70}) {
                     Params prm = params(r, s.h(), variant++);
                     Tokens tok = tokens(r, s, t);
                     float[] initial = Gpu.normal(r, s.stateSize(), 1);
