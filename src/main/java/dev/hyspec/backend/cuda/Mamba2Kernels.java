@@ -162,7 +162,7 @@ final class Mamba2Kernels {
         @Override
         public void close() {
             if (temp != null) {
-                rt.memory().release(temp, bytes);   // work runs in stream order: safe to reuse after the launches
+                rt.memory().release(temp);   // work runs in stream order: safe to reuse after the launches
             }
         }
     }
@@ -353,7 +353,7 @@ final class Mamba2Kernels {
             rt.launch("m2_copy", DenseKernels.blocks(n, BLOCK), 1, 1, BLOCK, 0, state, temp, n);
             rt.launch("m2_transpose", (cols + 31) / 32, (rows + 31) / 32, heads, BLOCK, 0, temp, state, rows, cols);
         } finally {
-            rt.memory().release(temp, bytes);   // stream order: the launches above finish before any reuse
+            rt.memory().release(temp);   // stream order: the launches above finish before any reuse
         }
     }
 }
