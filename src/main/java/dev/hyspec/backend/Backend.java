@@ -118,6 +118,38 @@ public interface Backend extends AutoCloseable {
     void pagedAttention(Tensor q, Tensor kPages, Tensor vPages, int[] blockTable, int pageSize, int numHeads,
                         int numKvHeads, int headDim, int pastLen, Tensor out);
 
+    // ---- sampling ----
+    //
+    // Both take logits [R, V] and return one token id per row, as dev.hyspec.sampling.Sampler picks it.
+    // A row must hold valid logits as Sampler requires: no NaN, no +inf, at least one finite value
+    // (−inf entries are masked tokens); otherwise IllegalArgumentException.
+
+    /**
+     * Greedy picks: per row of {@code logits [R, V]} the first index of the maximum
+     * ({@code Sampler.argmax}, ties going to the lowest index).
+     */
+    int[] argmax(Tensor logits);
+
+    /**
+     * One sampled token per row of {@code logits [R, V]}, each row with its own parameters, equal to
+     * {@code Sampler.sample(row, new SamplingParams(temperature[r], topP[r], topK[r], …), rng)} when
+     * {@code rng.nextDouble()} would return {@code uniform[r]}:
+     * <ol>
+     *   <li>{@code temperature[r] < SamplingParams.SAMPLING_EPS}: the argmax, as {@link #argmax};</li>
+     *   <li>top-k ({@code 0 < topK[r] < V}): keep the logits {@code ≥} the {@code topK}-th largest (ties kept);</li>
+     *   <li>{@code p_i = (float) exp((l_i − max) / temperature)} over the kept, normalised in double;</li>
+     *   <li>top-p ({@code topP[r] < 1}): in order of probability descending (ties by lower index), keep a
+     *       token iff the mass before it is {@code < topP · Σp}; renormalise;</li>
+     *   <li>inverse CDF: the first index {@code i} in index order with {@code uniform[r] · Σw < Σ_{j≤i} w_j}.</li>
+     * </ol>
+     * Parameters as {@code SamplingParams.validate} allows them: temperature finite and {@code ≥ 0},
+     * {@code topP ∈ (0, 1]}, {@code topK ≥ −1} ({@code ≤ 0} disables); {@code uniform ∈ [0, 1)}, one
+     * {@code RandomSource.nextDouble()} draw per row. Doubles throughout, as Sampler takes them, so the
+     * pick is Sampler's for the same draw. A backend that sums in another order than Sampler's (a GPU)
+     * may differ where a draw or the top-p mass falls within double rounding of a token boundary.
+     */
+    int[] sample(Tensor logits, double[] temperature, int[] topK, double[] topP, double[] uniform);
+
     // ---- recurrent layers ----
     //
     // A recurrent state is one matrix per head. StateLayout.KV stores it [key, value] (value

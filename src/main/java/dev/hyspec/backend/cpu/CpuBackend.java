@@ -3,9 +3,12 @@ package dev.hyspec.backend.cpu;
 import dev.hyspec.backend.Backend;
 import dev.hyspec.backend.GdnDims;
 import dev.hyspec.backend.Mamba2Dims;
+import dev.hyspec.backend.SamplingRows;
 import dev.hyspec.backend.StateLayout;
 import dev.hyspec.backend.Tensor;
 import dev.hyspec.checkpoint.TensorEntry;
+import dev.hyspec.sampling.Sampler;
+import dev.hyspec.sampling.SamplingParams;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.Arrays;
@@ -19,6 +22,7 @@ import java.util.stream.IntStream;
 public final class CpuBackend implements Backend {
     /** Below this many multiply-adds a matmul runs on the calling thread. */
     private static final long PARALLEL_WORK = 1L << 16;
+    private static final Sampler SAMPLER = new Sampler();
     private static final ThreadLocal<float[]> ROW = ThreadLocal.withInitial(() -> new float[0]);
 
     @Override
@@ -806,6 +810,63 @@ public final class CpuBackend implements Backend {
         if (history.cols() != width || rows < 0 || rows > history.rows()) {
             throw new IllegalArgumentException("history " + history + " is not [≥" + rows + ", " + width + "]");
         }
+    }
+
+    // ---- sampling ----
+
+    @Override
+    public int[] argmax(Tensor logits) {
+        float[] ls = f(logits);
+        int rows = logits.rows();
+        int vocab = logits.cols();
+        int[] out = new int[rows];
+        SamplingParams greedy = SamplingParams.greedy(1);
+        for (int r = 0; r < rows; r++) {
+            out[r] = SAMPLER.sample(Arrays.copyOfRange(ls, r * vocab, (r + 1) * vocab), greedy, null);
+        }
+        return out;
+    }
+
+    /**
+     * {@link Sampler#probs} of each row, then {@link Sampler#sampleFrom}'s inverse CDF with the given
+     * draw in place of {@code rng.nextDouble()}.
+     */
+    @Override
+    public int[] sample(Tensor logits, double[] temperature, int[] topK, double[] topP, double[] uniform) {
+        float[] ls = f(logits);
+        int rows = logits.rows();
+        int vocab = logits.cols();
+        SamplingRows.check(rows, vocab, temperature, topK, topP, uniform);
+        int[] out = new int[rows];
+        for (int r = 0; r < rows; r++) {
+            float[] row = Arrays.copyOfRange(ls, r * vocab, (r + 1) * vocab);
+            SamplingParams params = SamplingRows.params(r, temperature, topK, topP);
+            out[r] = params.isGreedy() ? SAMPLER.sample(row, params, null)
+                    : inverseCdf(SAMPLER.probs(row, params), uniform[r]);
+        }
+        return out;
+    }
+
+    /** {@link Sampler#sampleFrom} with the draw {@code u} given. */
+    private static int inverseCdf(float[] weights, double u) {
+        double total = 0.0;
+        for (float w : weights) {
+            total += w;
+        }
+        double target = u * total;
+        double cum = 0.0;
+        int lastPositive = -1;
+        for (int i = 0; i < weights.length; i++) {
+            float w = weights[i];
+            if (w > 0f) {
+                cum += w;
+                lastPositive = i;
+                if (target < cum) {
+                    return i;
+                }
+            }
+        }
+        return lastPositive;
     }
 
     // ---- mixture of experts ----

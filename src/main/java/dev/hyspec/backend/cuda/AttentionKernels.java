@@ -1,7 +1,17 @@
 package dev.hyspec.backend.cuda;
 
+import jcuda.driver.CUdeviceptr;
+
 /** RoPE, the paged KV cache writes and paged attention for prefill, decode and verify rows ({@code attention.cu}). */
 final class AttentionKernels {
+    private static final int BLOCK = 256;
+    /** Threads of one paged-attention block ({@code ATTN_WARPS · 32} in attention.cu). */
+    private static final int ATTENTION_THREADS = 128;
+    private static final int MAX_HEAD_DIM = 256;
+    /** Fewest positions per split worth a block of their own. */
+    private static final int MIN_SPLIT_POSITIONS = 128;
+    private static final int MAX_SPLITS = 64;
+
     private final CudaRuntime rt;
 
     AttentionKernels(CudaRuntime rt) {
@@ -9,16 +19,118 @@ final class AttentionKernels {
     }
 
     void rope(CudaTensor x, int heads, int headDim, int rotaryDim, float theta, int[] positions) {
-        throw new UnsupportedOperationException("rope");
+        int tokens = positions.length;
+        if (rotaryDim % 2 != 0 || rotaryDim > headDim || x.numel() < (long) tokens * heads * headDim) {
+            throw new IllegalArgumentException("rope: x " + x + " is smaller than [" + tokens + ", " + heads + "·" + headDim
+                    + "] or rotaryDim " + rotaryDim + " is odd or exceeds headDim");
+        }
+        int half = rotaryDim / 2;
+        if (tokens == 0 || half == 0) {
+            return;
+        }
+        // The inverse frequencies exactly as CpuBackend computes them (double pow, rounded to float).
+        float[] invFreq = new float[half];
+        for (int i = 0; i < half; i++) {
+            invFreq[i] = (float) (1.0 / Math.pow(theta, (2.0 * i) / rotaryDim));
+        }
+        CUdeviceptr freq = rt.stage(invFreq);
+        CUdeviceptr pos = rt.stage(positions);
+        long n = (long) tokens * heads * half;
+        rt.launch("attention_rope", DenseKernels.blocks(n, BLOCK), 1, 1, BLOCK, 0, x, freq, pos, tokens, heads,
+                headDim, half);
     }
 
     void writeKv(CudaTensor k, CudaTensor v, CudaTensor kPages, CudaTensor vPages, int[] blockTable, int pageSize,
                  int start) {
-        throw new UnsupportedOperationException("writeKv");
+        int width = k.cols();
+        int tokens = k.rows();
+        if (v.cols() != width || kPages.cols() != width || vPages.cols() != width || v.rows() != tokens
+                || vPages.rows() != kPages.rows()) {
+            throw new IllegalArgumentException("writeKv shapes: k " + k + ", v " + v + ", kPages " + kPages
+                    + ", vPages " + vPages);
+        }
+        if (tokens == 0) {
+            return;
+        }
+        checkBlockTable(blockTable, pageSize, start + tokens, kPages.rows());
+        CUdeviceptr table = rt.stage(blockTable);
+        long n = (long) tokens * width;
+        rt.launch("attention_write_kv", DenseKernels.blocks(n, BLOCK), 1, 1, BLOCK, 0, k, v, kPages, vPages, table,
+                pageSize, start, tokens, width);
     }
 
     void pagedAttention(CudaTensor q, CudaTensor kPages, CudaTensor vPages, int[] blockTable, int pageSize,
                         int numHeads, int numKvHeads, int headDim, int pastLen, CudaTensor out) {
-        throw new UnsupportedOperationException("pagedAttention");
+        int tokens = q.rows();
+        int kvStride = numKvHeads * headDim;
+        if (numKvHeads <= 0 || numHeads % numKvHeads != 0 || q.cols() != numHeads * headDim
+                || out.numel() != q.numel() || kPages.cols() != kvStride || vPages.cols() != kvStride
+                || vPages.rows() != kPages.rows()) {
+            throw new IllegalArgumentException("pagedAttention shapes: q " + q + ", out " + out + ", pages " + kPages
+                    + " / " + vPages + " for H=" + numHeads + ", Hkv=" + numKvHeads + ", D=" + headDim);
+        }
+        if (headDim <= 0 || headDim > MAX_HEAD_DIM) {
+            throw new IllegalArgumentException("pagedAttention: head dim " + headDim + " is outside 1…" + MAX_HEAD_DIM);
+        }
+        if (tokens == 0) {
+            return;
+        }
+        checkBlockTable(blockTable, pageSize, pastLen + tokens, kPages.rows());
+        CUdeviceptr table = rt.stage(blockTable);
+        String kernel = "attention_paged_d" + (headDim <= 32 ? 32 : headDim <= 64 ? 64 : headDim <= 128 ? 128 : 256);
+        float scale = (float) (1.0 / Math.sqrt(headDim));
+        int splits = splits(numHeads * tokens, pastLen + tokens);
+        if (splits == 1) {
+            rt.launch(kernel, numHeads, tokens, 1, ATTENTION_THREADS, 0, q, kPages, vPages, table, pageSize, numHeads,
+                    numKvHeads, headDim, pastLen, scale, out, new CUdeviceptr());
+            return;
+        }
+        long partialBytes = (long) tokens * numHeads * splits * (2 + headDim) * Float.BYTES;
+        CUdeviceptr partial = rt.memory().alloc(partialBytes);
+        try {
+            rt.launch(kernel, numHeads, tokens, splits, ATTENTION_THREADS, 0, q, kPages, vPages, table, pageSize,
+                    numHeads, numKvHeads, headDim, pastLen, scale, out, partial);
+            rt.launch("attention_combine", numHeads, tokens, 1, Math.min(MAX_HEAD_DIM, roundUp32(headDim)), 0, partial,
+                    numHeads, headDim, splits, out);
+        } finally {
+            rt.memory().release(partial, partialBytes);   // stream order: reused only by later work
+        }
+    }
+
+    /**
+     * How many blocks share one query's positions (flash-decoding): enough to give every SM two blocks
+     * when there are few (query, head) pairs, with at least {@value #MIN_SPLIT_POSITIONS} positions each.
+     */
+    private int splits(int pairs, int maxVisible) {
+        int wanted = 2 * rt.smCount();
+        if (pairs >= wanted) {
+            return 1;
+        }
+        int byWork = (wanted + pairs - 1) / pairs;
+        int byLength = maxVisible / MIN_SPLIT_POSITIONS;
+        return Math.max(1, Math.min(MAX_SPLITS, Math.min(byWork, byLength)));
+    }
+
+    private static int roundUp32(int n) {
+        return (n + 31) / 32 * 32;
+    }
+
+    /** Positions {@code 0 … positions−1} must have a page, and every page must lie inside the cache. */
+    private static void checkBlockTable(int[] blockTable, int pageSize, int positions, int cacheRows) {
+        if (pageSize <= 0) {
+            throw new IllegalArgumentException("page size " + pageSize);
+        }
+        int pages = (positions + pageSize - 1) / pageSize;
+        if (pages > blockTable.length) {
+            throw new IndexOutOfBoundsException("position " + (positions - 1) + " is outside a block table of "
+                    + blockTable.length + " pages of " + pageSize);
+        }
+        int cachePages = cacheRows / pageSize;
+        for (int i = 0; i < pages; i++) {
+            if (blockTable[i] < 0 || blockTable[i] >= cachePages) {
+                throw new IndexOutOfBoundsException("block table entry " + i + " = " + blockTable[i]
+                        + " is outside a cache of " + cachePages + " pages");
+            }
+        }
     }
 }

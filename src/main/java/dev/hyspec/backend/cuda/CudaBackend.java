@@ -447,4 +447,27 @@ public final class CudaBackend implements Backend {
     public void close() {
         rt.close();
     }
+
+    // ---- sampling ----
+
+    private SamplingKernels sampling;
+
+    @Override
+    public int[] argmax(Tensor logits) {
+        rt.enter();
+        return sampling().argmax(f32(logits));
+    }
+
+    @Override
+    public int[] sample(Tensor logits, double[] temperature, int[] topK, double[] topP, double[] uniform) {
+        rt.enter();
+        return sampling().sample(f32(logits), temperature, topK, topP, uniform);
+    }
+
+    private SamplingKernels sampling() {
+        if (sampling == null) {
+            sampling = new SamplingKernels(rt);
+        }
+        return sampling;
+    }
 }
