@@ -29,8 +29,11 @@ extern "C" __global__ void attention_rope(float* x, const float* invFreq, const 
 }
 
 // k, v [T, width] → the rows of positions start … start+T−1; one thread per element.
+// meta = [start | block table]: staged per call, so a captured graph replays with this step's values.
 extern "C" __global__ void attention_write_kv(const float* k, const float* v, float* kPages, float* vPages,
-                                              const int* blockTable, int pageSize, int start, int T, int width) {
+                                              const int* meta, int pageSize, int T, int width) {
+    const int start = meta[0];
+    const int* blockTable = meta + 1;
     long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (long)T * width) return;
     int t = (int)(idx / width);
@@ -47,11 +50,14 @@ extern "C" __global__ void attention_write_kv(const float* k, const float* v, fl
 // `splits` takes the s-th of equal contiguous ranges of them. Each warp runs an online softmax over every
 // ATTN_WARPS-th position of the range (lane holds dims lane + 32c, c < NPL); the warps' states are merged
 // at the end. With one split the block writes out [T, H·D]; otherwise partial [T, H, splits, 2 + D] =
-// (running max m, Σ e^{s−m}, Σ e^{s−m}·v), merged by attention_combine.
+// (running max m, Σ e^{s−m}, Σ e^{s−m}·v), merged by attention_combine. meta = [pastLen | block table],
+// staged per call, so a captured graph replays with this step's values.
 template <int NPL>
 __device__ __forceinline__ void paged_attention(const float* q, const float* kPages, const float* vPages,
-                                                const int* blockTable, int pageSize, int numHeads, int numKvHeads,
-                                                int headDim, int pastLen, float scale, float* out, float* partial) {
+                                                const int* meta, int pageSize, int numHeads, int numKvHeads,
+                                                int headDim, float scale, float* out, float* partial) {
+    const int pastLen = meta[0];
+    const int* blockTable = meta + 1;
     __shared__ float sM[ATTN_WARPS], sL[ATTN_WARPS];
     __shared__ float sAcc[ATTN_WARPS][ATTN_MAX_D];
     const int h = blockIdx.x, t = blockIdx.y, s = blockIdx.z, splits = gridDim.z;
@@ -132,10 +138,9 @@ __device__ __forceinline__ void paged_attention(const float* q, const float* kPa
 
 #define PAGED_ATTENTION(NAME, NPL)                                                                                  \
     extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) NAME(                                            \
-        const float* q, const float* kPages, const float* vPages, const int* blockTable, int pageSize, int numHeads, \
-        int numKvHeads, int headDim, int pastLen, float scale, float* out, float* partial) {                        \
-        paged_attention<NPL>(q, kPages, vPages, blockTable, pageSize, numHeads, numKvHeads, headDim, pastLen, scale, \
-                             out, partial);                                                                         \
+        const float* q, const float* kPages, const float* vPages, const int* meta, int pageSize, int numHeads,      \
+        int numKvHeads, int headDim, float scale, float* out, float* partial) {                                     \
+        paged_attention<NPL>(q, kPages, vPages, meta, pageSize, numHeads, numKvHeads, headDim, scale, out, partial); \
     }
 PAGED_ATTENTION(attention_paged_d32, 1)
 PAGED_ATTENTION(attention_paged_d64, 2)

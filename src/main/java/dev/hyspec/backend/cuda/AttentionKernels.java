@@ -53,10 +53,10 @@ final class AttentionKernels {
             return;
         }
         checkBlockTable(blockTable, pageSize, start + tokens, kPages.rows());
-        CUdeviceptr table = rt.stage(blockTable);
+        CUdeviceptr meta = rt.stage(meta(start, blockTable));
         long n = (long) tokens * width;
-        rt.launch("attention_write_kv", DenseKernels.blocks(n, BLOCK), 1, 1, BLOCK, 0, k, v, kPages, vPages, table,
-                pageSize, start, tokens, width);
+        rt.launch("attention_write_kv", DenseKernels.blocks(n, BLOCK), 1, 1, BLOCK, 0, k, v, kPages, vPages, meta,
+                pageSize, tokens, width);
     }
 
     void pagedAttention(CudaTensor q, CudaTensor kPages, CudaTensor vPages, int[] blockTable, int pageSize,
@@ -76,24 +76,24 @@ final class AttentionKernels {
             return;
         }
         checkBlockTable(blockTable, pageSize, pastLen + tokens, kPages.rows());
-        CUdeviceptr table = rt.stage(blockTable);
+        CUdeviceptr meta = rt.stage(meta(pastLen, blockTable));
         String kernel = "attention_paged_d" + (headDim <= 32 ? 32 : headDim <= 64 ? 64 : headDim <= 128 ? 128 : 256);
         float scale = (float) (1.0 / Math.sqrt(headDim));
         int splits = splits(numHeads * tokens, pastLen + tokens);
         if (splits == 1) {
-            rt.launch(kernel, numHeads, tokens, 1, ATTENTION_THREADS, 0, q, kPages, vPages, table, pageSize, numHeads,
-                    numKvHeads, headDim, pastLen, scale, out, new CUdeviceptr());
+            rt.launch(kernel, numHeads, tokens, 1, ATTENTION_THREADS, 0, q, kPages, vPages, meta, pageSize, numHeads,
+                    numKvHeads, headDim, scale, out, new CUdeviceptr());
             return;
         }
         long partialBytes = (long) tokens * numHeads * splits * (2 + headDim) * Float.BYTES;
         CUdeviceptr partial = rt.memory().alloc(partialBytes);
         try {
-            rt.launch(kernel, numHeads, tokens, splits, ATTENTION_THREADS, 0, q, kPages, vPages, table, pageSize,
-                    numHeads, numKvHeads, headDim, pastLen, scale, out, partial);
+            rt.launch(kernel, numHeads, tokens, splits, ATTENTION_THREADS, 0, q, kPages, vPages, meta, pageSize,
+                    numHeads, numKvHeads, headDim, scale, out, partial);
             rt.launch("attention_combine", numHeads, tokens, 1, Math.min(MAX_HEAD_DIM, roundUp32(headDim)), 0, partial,
                     numHeads, headDim, splits, out);
         } finally {
-            rt.memory().release(partial, partialBytes);   // stream order: reused only by later work
+            rt.memory().release(partial);   // stream order: reused only by later work
         }
     }
 
@@ -109,6 +109,18 @@ final class AttentionKernels {
         int byWork = (wanted + pairs - 1) / pairs;
         int byLength = maxVisible / MIN_SPLIT_POSITIONS;
         return Math.max(1, Math.min(MAX_SPLITS, Math.min(byWork, byLength)));
+    }
+
+    /**
+     * {@code [first | blockTable | 0…]}, padded to a power of two: the per-step values a kernel reads from
+     * device memory rather than from its arguments, at a staging size that changes rarely, so a decode
+     * step's captured graph stays valid as the sequence grows.
+     */
+    static int[] meta(int first, int[] blockTable) {
+        int[] m = new int[Math.max(8, Integer.highestOneBit(blockTable.length) << 1)];
+        m[0] = first;
+        System.arraycopy(blockTable, 0, m, 1, blockTable.length);
+        return m;
     }
 
     private static int roundUp32(int n) {

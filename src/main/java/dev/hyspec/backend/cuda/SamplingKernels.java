@@ -32,7 +32,7 @@ final class SamplingKernels {
             rt.launch("sampling_argmax", rows, 1, 1, THREADS, 0, logits, vocab, out);
             return picks(out, rows);
         } finally {
-            rt.memory().release(out, outBytes);
+            rt.memory().release(out);
         }
     }
 
@@ -61,9 +61,9 @@ final class SamplingKernels {
             rt.launch("sampling_sample", rows, 1, 1, THREADS, 0, logits, vocab, params, scratch, out);
             return picks(out, rows);
         } finally {
-            rt.memory().release(out, outBytes);
+            rt.memory().release(out);
             if (anySampled) {
-                rt.memory().release(scratch, scratchBytes);
+                rt.memory().release(scratch);
             }
         }
     }
