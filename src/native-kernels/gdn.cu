@@ -32,14 +32,14 @@ struct Geo;
 
 template <>
 struct Geo<true> {
-    static constexpr int CJ = 16, NT = 512;
+    static constexpr int CJ = 16, NT = 512, MIN_BLOCKS = 2;   // ≤ 64 registers: the grid fits in one wave
     __device__ static int col(int t) { return t & 15; }
     __device__ static int rg(int t) { return t >> 4; }
 };
 
 template <>
 struct Geo<false> {
-    static constexpr int CJ = 4, NT = 128;
+    static constexpr int CJ = 4, NT = 128, MIN_BLOCKS = 8;
     __device__ static int col(int t) { return t >> 5; }
     __device__ static int rg(int t) { return t & 31; }
 };
@@ -131,9 +131,39 @@ __device__ __forceinline__ void gdn_body(float* state, const float* __restrict__
         }
     }
 
+    // Raw per-token inputs of token t: k and q rows of this thread (q unused in replay), v_j, and for
+    // replay g and β. Loaded one token ahead of their use, so their latency hides behind the work.
+    auto fetch = [&](int t, float (&k)[R], float (&q)[R], float& v, float& g, float& beta) {
+        if constexpr (MODE == MODE_REPLAY) {
+            const float* hr = hist + (long)t * hw;
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                int i = rg + RG * r;
+                k[r] = i < Dk ? hr[kh * Dk + i] : 0.f;
+                q[r] = 0.f;
+            }
+            v = jv ? hr[keyDim + h * Dv + j] : 0.f;
+            g = hr[keyDim + valueDim + h];
+            beta = hr[keyDim + valueDim + Hv + h];
+        } else {
+            const float* row = qkv + (long)t * conv + (long)kh * Dk;   // q of this key head; k at + keyDim
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                int i = rg + RG * r;
+                k[r] = i < Dk ? row[keyDim + i] : 0.f;
+                q[r] = i < Dk ? row[i] : 0.f;
+            }
+            v = jv ? row[2 * keyDim - kh * Dk + h * Dv + j] : 0.f;
+            g = 0.f;
+            beta = 0.f;
+        }
+    };
+
     int nred = 0;
     for (int t0 = 0; t0 < T; t0 += TOKENS_STAGED) {
         const int tn = min(TOKENS_STAGED, T - t0);
+        float kn[R], qn[R], vn, gn, bn;   // the next token's raw inputs
+        fetch(t0, kn, qn, vn, gn, bn);
         if constexpr (MODE != MODE_REPLAY) {
             // Per-token scalars of this head: inverse L2 norms of q and k, decay, β (and g).
             for (int tt = warp; tt < tn; tt += NW) {
@@ -162,29 +192,26 @@ __device__ __forceinline__ void gdn_body(float* state, const float* __restrict__
         for (int tt = 0; tt < tn; ++tt) {
             const int t = t0 + tt;
             float kr[R], qr[R], v, decay, beta;
-            const float* row = qkv + (long)t * conv + (long)kh * Dk;   // q of this key head; k at + keyDim
-            if constexpr (MODE == MODE_REPLAY) {
-                const float* hr = hist + (long)t * hw;
 #pragma unroll
-                for (int r = 0; r < R; ++r) {
-                    int i = rg + RG * r;
-                    kr[r] = i < Dk ? hr[kh * Dk + i] : 0.f;
-                }
-                v = jv ? hr[keyDim + h * Dv + j] : 0.f;
-                decay = (float)exp((double)hr[keyDim + valueDim + h]);
-                beta = hr[keyDim + valueDim + Hv + h];
+            for (int r = 0; r < R; ++r) {
+                kr[r] = kn[r];
+                qr[r] = qn[r];
+            }
+            v = vn;
+            if constexpr (MODE == MODE_REPLAY) {
+                decay = (float)exp((double)gn);
+                beta = bn;
             } else {
                 const float ik = sInvK[tt], iq = sInvQ[tt];
 #pragma unroll
                 for (int r = 0; r < R; ++r) {
-                    int i = rg + RG * r;
-                    kr[r] = i < Dk ? row[keyDim + i] * ik : 0.f;
-                    qr[r] = i < Dk ? row[i] * iq : 0.f;
+                    kr[r] *= ik;
+                    qr[r] *= iq;
                 }
-                v = jv ? row[2 * keyDim - kh * Dk + h * Dv + j] : 0.f;
                 decay = sDecay[tt];
                 beta = sBeta[tt];
             }
+            if (tt + 1 < tn) fetch(t + 1, kn, qn, vn, gn, bn);
             float p = 0.f;
 #pragma unroll
             for (int r = 0; r < R; ++r) {
@@ -246,7 +273,7 @@ __device__ __forceinline__ void gdn_body(float* state, const float* __restrict__
 }  // namespace
 
 #define GDN_KERNEL(OP, MODE, LNAME, KV, R)                                                                         \
-    extern "C" __global__ void __launch_bounds__(Geo<KV>::NT) gdn_##OP##_##LNAME##_r##R(                            \
+    extern "C" __global__ void __launch_bounds__(Geo<KV>::NT, Geo<KV>::MIN_BLOCKS) gdn_##OP##_##LNAME##_r##R(                            \
         float* state, const float* qkv, const float* a, const float* b, const void* aLog, int aLogType,           \
         const void* dtBias, int dtBiasType, float* out, float* hist, float* s0, float* s1, float* s2, float* s3,  \
         float* s4, float* s5, float* s6, float* s7, int T, int Hk, int Hv, int Dk, int Dv, float qScale) {        \
