@@ -386,6 +386,16 @@ class GdnKernelsTest {
         Inputs in = Inputs.random(r, d, tokens);
         System.out.printf(Locale.ROOT, "[gdn-speed] device %s; |S| = %.2f MiB (Hk=16 Hv=32 Dk=Dv=128), T=%d;"
                 + " floor at 3.0 TB/s%n", gpu.deviceName(), stateBytes / 1048576.0, tokens);
+        {
+            // the practical floor at this size: a device-to-device copy of |S| (read + write 2·|S|)
+            Tensor x = gpu.zeros(d.numValueHeads(), d.keyHeadDim(), d.valueHeadDim());
+            Tensor y = gpu.zeros(d.numValueHeads(), d.keyHeadDim(), d.valueHeadDim());
+            try {
+                time(rt, gpu, "copy of |S|      ", 2 * stateBytes, () -> gpu.copy(x, y));
+            } finally {
+                Gpu.free(gpu, x, y);
+            }
+        }
         for (StateLayout layout : StateLayout.values()) {
             int[] ss = stateShape(d, layout);
             Tensor s = gpu.upload(in.state(), ss);
@@ -426,11 +436,12 @@ class GdnKernelsTest {
 
     private static void time(CudaRuntime rt, CudaBackend gpu, String what, long bytes, Runnable op) {
         int iters = 40;
-        for (int i = 0; i < 5; i++) {
+        for (int i = 0; i < 300; i++) {   // past the JIT's warm-up, so the host side is compiled code
             op.run();
         }
         gpu.synchronize();
-        // GPU time: the calls queue behind a ~1 ms memset, then run back to back between two events.
+        // GPU time: the calls queue behind ~10 ms of memsets (longer than issuing them takes), then run
+        // back to back between two events.
         long blockerWords = 1L << 29;   // 2 GiB
         CUdeviceptr blocker = new CUdeviceptr();
         cuMemAlloc(blocker, blockerWords * 4);
@@ -440,7 +451,9 @@ class GdnKernelsTest {
         cuEventCreate(stop, 0);
         float[] ms = new float[1];
         try {
-            cuMemsetD32Async(blocker, 0, blockerWords, rt.stream());
+            for (int i = 0; i < 14; i++) {
+                cuMemsetD32Async(blocker, i, blockerWords, rt.stream());
+            }
             cuEventRecord(start, rt.stream());
             for (int i = 0; i < iters; i++) {
                 op.run();
