@@ -413,8 +413,10 @@ class GdnKernelsTest {
             long small = 4L * tokens * (d.convDim() + 2L * d.numValueHeads() + d.valueDim() + historyWidth(d));
             try {
                 gpu.gatedDeltaReplayOutputs(s, layout, qkv, a, b, aLog, dtBias, d, hist, out);
-                time(rt, gpu, "replay        " + layout, 2 * stateBytes,
-                        () -> gpu.gatedDeltaReplay(s, layout, hist, tokens, d));
+                for (int count : new int[] {1, 2, tokens}) {
+                    time(rt, gpu, "replay(" + count + ")     " + layout, 2 * stateBytes,
+                            () -> gpu.gatedDeltaReplay(s, layout, hist, count, d));
+                }
                 time(rt, gpu, "replayOutputs " + layout, stateBytes + small,
                         () -> gpu.gatedDeltaReplayOutputs(s, layout, qkv, a, b, aLog, dtBias, d, hist, out));
                 time(rt, gpu, "scanStates    " + layout, (1 + tokens) * stateBytes + small,
