@@ -24,7 +24,7 @@ constexpr int MODE_STATES = 1;      // state read only; states[t] written after 
 constexpr int MODE_REPLAY_OUT = 2;  // state read only; outputs and history rows written
 constexpr int MODE_REPLAY = 3;      // inputs from history rows; state written back; no outputs
 
-constexpr int TOKENS_STAGED = 32;   // tokens whose per-token scalars sit in shared memory at once
+constexpr int TOKENS_STAGED = 16;   // tokens whose inputs sit in shared memory at once
 constexpr int RG = 32;              // row groups per column
 
 template <bool KV>
@@ -95,23 +95,35 @@ __device__ __forceinline__ float* pick(int t, float* p0, float* p1, float* p2, f
 }
 
 // grid (ceil(Dv / CJ), Hv), block NT. T tokens (for MODE_REPLAY: `count` history rows).
+// heads = Hk | Hv << 16, dims = Dk | Dv << 16, types = aLog dtype | dtBias dtype << 8.
+//
+// Per chunk of up to TOKENS_STAGED tokens, a staging phase loads every input the chunk needs into
+// shared memory at once (in flight together with the state's loads): k and q L2-normalised (q
+// scaled), v of the block's columns, decay e^g and β, the scalars computed in parallel across warps
+// and lanes; replay_out writes the history rows there too. The token loop then only reads shared
+// memory and reduces over rows (one Σ per token for replay, two otherwise).
 template <bool KV, int R, int MODE>
 __device__ __forceinline__ void gdn_body(float* state, const float* __restrict__ qkv, const float* __restrict__ a,
-                                         const float* __restrict__ b, const void* aLog, int aLogType,
-                                         const void* dtBias, int dtBiasType, float* __restrict__ out,
-                                         float* hist, float* s0, float* s1, float* s2, float* s3, float* s4,
-                                         float* s5, float* s6, float* s7, int T, int Hk, int Hv, int Dk, int Dv,
-                                         float qScale) {
+                                         const float* __restrict__ b, const void* aLog, const void* dtBias,
+                                         float* __restrict__ out, float* hist, float* s0, float* s1, float* s2,
+                                         float* s3, float* s4, float* s5, float* s6, float* s7, int T, int heads,
+                                         int dims, int types) {
     using G = Geo<KV>;
     constexpr int NW = G::NT / 32;
+    constexpr int DKMAX = RG * R;
+    constexpr bool Q = MODE != MODE_REPLAY;
     __shared__ float red[2][KV ? 256 : 1];
-    __shared__ float sInvQ[TOKENS_STAGED], sInvK[TOKENS_STAGED], sDecay[TOKENS_STAGED], sBeta[TOKENS_STAGED],
-        sG[TOKENS_STAGED];
+    __shared__ float sK[TOKENS_STAGED][DKMAX];
+    __shared__ float sQ[Q ? TOKENS_STAGED : 1][Q ? DKMAX : 1];
+    __shared__ float sV[TOKENS_STAGED][G::CJ];
+    __shared__ float sDecay[TOKENS_STAGED], sBeta[TOKENS_STAGED];
 
+    const int Hk = heads & 0xffff, Hv = heads >> 16, Dk = dims & 0xffff, Dv = dims >> 16;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int c = G::col(tid), rg = G::rg(tid);
     const int h = blockIdx.y;
-    const int j = blockIdx.x * G::CJ + c;
+    const int j0 = blockIdx.x * G::CJ;
+    const int j = j0 + c;
     const bool jv = j < Dv;
     const int per = Hv / Hk, kh = h / per;
     const int keyDim = Hk * Dk, valueDim = Hv * Dv;
@@ -120,6 +132,9 @@ __device__ __forceinline__ void gdn_body(float* state, const float* __restrict__
     // for every thread, also where j ≥ Dv, which never loads or stores)
     const long colBase = (long)h * Dk * Dv + (KV ? min(j, Dv - 1) : min(j, Dv - 1) * Dk);
     const int rowStride = KV ? Dv : 1;
+    // the block that writes the history's k rows of key head kh, and g and β of head h
+    const bool histK = MODE == MODE_REPLAY_OUT && blockIdx.x == 0 && h % per == 0;
+    const bool histScalars = MODE == MODE_REPLAY_OUT && blockIdx.x == 0;
 
     float S[R];
     {
@@ -131,90 +146,86 @@ __device__ __forceinline__ void gdn_body(float* state, const float* __restrict__
         }
     }
 
-    // Raw per-token inputs of token t: k and q rows of this thread (q unused in replay), v_j, and for
-    // replay g and β. Loaded one token ahead of their use, so their latency hides behind the work.
-    auto fetch = [&](int t, float (&k)[R], float (&q)[R], float& v, float& g, float& beta) {
-        if constexpr (MODE == MODE_REPLAY) {
-            const float* hr = hist + (long)t * hw;
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                int i = rg + RG * r;
-                k[r] = i < Dk ? hr[kh * Dk + i] : 0.f;
-                q[r] = 0.f;
-            }
-            v = jv ? hr[keyDim + h * Dv + j] : 0.f;
-            g = hr[keyDim + valueDim + h];
-            beta = hr[keyDim + valueDim + Hv + h];
-        } else {
-            const float* row = qkv + (long)t * conv + (long)kh * Dk;   // q of this key head; k at + keyDim
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                int i = rg + RG * r;
-                k[r] = i < Dk ? row[keyDim + i] : 0.f;
-                q[r] = i < Dk ? row[i] : 0.f;
-            }
-            v = jv ? row[2 * keyDim - kh * Dk + h * Dv + j] : 0.f;
-            g = 0.f;
-            beta = 0.f;
-        }
-    };
-
     int nred = 0;
     for (int t0 = 0; t0 < T; t0 += TOKENS_STAGED) {
         const int tn = min(TOKENS_STAGED, T - t0);
-        float kn[R], qn[R], vn, gn, bn;   // the next token's raw inputs
-        fetch(t0, kn, qn, vn, gn, bn);
-        if constexpr (MODE != MODE_REPLAY) {
-            // Per-token scalars of this head: inverse L2 norms of q and k, decay, β (and g).
-            for (int tt = warp; tt < tn; tt += NW) {
-                const float* row = qkv + (long)(t0 + tt) * conv + (long)kh * Dk;
+        // ---- staging ----
+        for (int tt = warp; tt < tn; tt += NW) {
+            const int t = t0 + tt;
+            if constexpr (MODE == MODE_REPLAY) {
+                const float* hr = hist + (long)t * hw;
+                for (int i = lane; i < Dk; i += 32) sK[tt][i] = hr[kh * Dk + i];
+                if (lane == 0) sDecay[tt] = (float)exp((double)hr[keyDim + valueDim + h]);
+                if (lane == 1) sBeta[tt] = hr[keyDim + valueDim + Hv + h];
+            } else {
+                const float* row = qkv + (long)t * conv + (long)kh * Dk;   // q; k at + keyDim
+                float xq[R], xk[R];
                 float sq = 0.f, sk = 0.f;
-                for (int i = lane; i < Dk; i += 32) {
-                    float x = row[i], y = row[keyDim + i];
-                    sq += x * x;
-                    sk += y * y;
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    int i = lane + RG * r;
+                    xq[r] = i < Dk ? row[i] : 0.f;
+                    xk[r] = i < Dk ? row[keyDim + i] : 0.f;
+                    sq += xq[r] * xq[r];
+                    sk += xk[r] * xk[r];
+                }
+                const long th = (long)t * Hv + h;
+                float sc = 0.f;   // lane 0: g (then e^g), lane 1: β
+                if (lane == 0) {
+                    const float aLogH = ldw(aLog, types & 0xff, h), bias = ldw(dtBias, (types >> 8) & 0xff, h);
+                    sc = -(float)exp((double)aLogH) * ref_softplus(a[th] + bias);
+                } else if (lane == 1) {
+                    sc = ref_sigmoid(b[th]);
                 }
                 sq = warp_sum(sq);
                 sk = warp_sum(sk);
-                if (lane == 0) {
-                    long th = (long)(t0 + tt) * Hv + h;
-                    sInvQ[tt] = ref_inv_norm(sq, qScale);
-                    sInvK[tt] = ref_inv_norm(sk, 1.f);
-                    float g = -(float)exp((double)ldw(aLog, aLogType, h)) *
-                              ref_softplus(a[th] + ldw(dtBias, dtBiasType, h));
-                    sG[tt] = g;
-                    sDecay[tt] = (float)exp((double)g);
-                    sBeta[tt] = ref_sigmoid(b[th]);
-                }
-            }
-            __syncthreads();
-        }
-        for (int tt = 0; tt < tn; ++tt) {
-            const int t = t0 + tt;
-            float kr[R], qr[R], v, decay, beta;
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                kr[r] = kn[r];
-                qr[r] = qn[r];
-            }
-            v = vn;
-            if constexpr (MODE == MODE_REPLAY) {
-                decay = (float)exp((double)gn);
-                beta = bn;
-            } else {
-                const float ik = sInvK[tt], iq = sInvQ[tt];
+                const float iq = ref_inv_norm(sq, (float)(1.0 / sqrt((double)Dk)));   // q scaled by Dk^−½
+                const float ik = ref_inv_norm(sk, 1.f);
+                float* hr = hist + (long)t * hw;
 #pragma unroll
                 for (int r = 0; r < R; ++r) {
-                    kr[r] *= ik;
-                    qr[r] *= iq;
+                    int i = lane + RG * r;
+                    if (i < Dk) {
+                        sQ[tt][i] = xq[r] * iq;
+                        sK[tt][i] = xk[r] * ik;
+                        if (histK) hr[kh * Dk + i] = xk[r] * ik;
+                    }
                 }
-                decay = sDecay[tt];
-                beta = sBeta[tt];
+                if (lane == 0) {
+                    sDecay[tt] = (float)exp((double)sc);
+                    if (histScalars) hr[keyDim + valueDim + h] = sc;
+                } else if (lane == 1) {
+                    sBeta[tt] = sc;
+                    if (histScalars) hr[keyDim + valueDim + Hv + h] = sc;
+                }
             }
-            if (tt + 1 < tn) fetch(t + 1, kn, qn, vn, gn, bn);
+        }
+        // v of the block's columns
+        for (int e = tid; e < tn * G::CJ; e += G::NT) {
+            const int tt = e / G::CJ, cc = e % G::CJ, jj = j0 + cc, t = t0 + tt;
+            float v = 0.f;
+            if (jj < Dv) {
+                if constexpr (MODE == MODE_REPLAY) {
+                    v = hist[(long)t * hw + keyDim + h * Dv + jj];
+                } else {
+                    v = qkv[(long)t * conv + 2 * keyDim + h * Dv + jj];
+                    if (MODE == MODE_REPLAY_OUT) hist[(long)t * hw + keyDim + h * Dv + jj] = v;
+                }
+            }
+            sV[tt][cc] = v;
+        }
+        __syncthreads();
+
+        // ---- tokens ----
+        for (int tt = 0; tt < tn; ++tt) {
+            const int t = t0 + tt;
+            const float decay = sDecay[tt], beta = sBeta[tt], v = sV[tt][c];
+            float kr[R];
             float p = 0.f;
 #pragma unroll
             for (int r = 0; r < R; ++r) {
+                int i = rg + RG * r;
+                kr[r] = i < Dk ? sK[tt][i] : 0.f;
                 S[r] *= decay;
                 p += S[r] * kr[r];
             }
@@ -222,10 +233,13 @@ __device__ __forceinline__ void gdn_body(float* state, const float* __restrict__
             const float delta = (v - sk) * beta;
 #pragma unroll
             for (int r = 0; r < R; ++r) S[r] += kr[r] * delta;
-            if constexpr (MODE != MODE_REPLAY) {
+            if constexpr (Q) {
                 p = 0.f;
 #pragma unroll
-                for (int r = 0; r < R; ++r) p += S[r] * qr[r];
+                for (int r = 0; r < R; ++r) {
+                    int i = rg + RG * r;
+                    p += S[r] * (i < Dk ? sQ[tt][i] : 0.f);
+                }
                 const float o = column_sum<KV>(p, red[nred++ & 1]);
                 if (rg == 0 && jv) out[(long)t * valueDim + h * Dv + j] = o;
             }
@@ -239,23 +253,8 @@ __device__ __forceinline__ void gdn_body(float* state, const float* __restrict__
                     }
                 }
             }
-            if constexpr (MODE == MODE_REPLAY_OUT) {
-                float* hr = hist + (long)t * hw;
-                if (blockIdx.x == 0 && h % per == 0 && c == 0) {   // k, normalised, unscaled: one block per key head
-#pragma unroll
-                    for (int r = 0; r < R; ++r) {
-                        int i = rg + RG * r;
-                        if (i < Dk) hr[kh * Dk + i] = kr[r];
-                    }
-                }
-                if (rg == 0 && jv) hr[keyDim + h * Dv + j] = v;
-                if (blockIdx.x == 0 && tid == 0) {
-                    hr[keyDim + valueDim + h] = sG[tt];
-                    hr[keyDim + valueDim + Hv + h] = beta;
-                }
-            }
         }
-        if constexpr (MODE != MODE_REPLAY) __syncthreads();   // before the next chunk's scalars overwrite these
+        __syncthreads();   // before the next chunk's staging overwrites shared memory
     }
 
     if constexpr (MODE == MODE_SCAN || MODE == MODE_REPLAY) {
@@ -272,26 +271,46 @@ __device__ __forceinline__ void gdn_body(float* state, const float* __restrict__
 
 }  // namespace
 
-#define GDN_KERNEL(OP, MODE, LNAME, KV, R)                                                                         \
-    extern "C" __global__ void __launch_bounds__(Geo<KV>::NT, Geo<KV>::MIN_BLOCKS) gdn_##OP##_##LNAME##_r##R(                            \
-        float* state, const float* qkv, const float* a, const float* b, const void* aLog, int aLogType,           \
-        const void* dtBias, int dtBiasType, float* out, float* hist, float* s0, float* s1, float* s2, float* s3,  \
-        float* s4, float* s5, float* s6, float* s7, int T, int Hk, int Hv, int Dk, int Dv, float qScale) {        \
-        gdn_body<KV, R, MODE>(state, qkv, a, b, aLog, aLogType, dtBias, dtBiasType, out, hist, s0, s1, s2, s3, s4, \
-                              s5, s6, s7, T, Hk, Hv, Dk, Dv, qScale);                                              \
+#define GDN_ENTRY(NAME, KV, R) extern "C" __global__ void __launch_bounds__(Geo<KV>::NT, Geo<KV>::MIN_BLOCKS) NAME
+
+// Scan (state in place) and replay outputs: 12 arguments.
+#define GDN_QKV_KERNEL(OP, MODE, LNAME, KV, R)                                                                  \
+    GDN_ENTRY(gdn_##OP##_##LNAME##_r##R, KV, R)(float* state, const float* qkv, const float* a, const float* b, \
+                                               const void* aLog, const void* dtBias, float* out, float* hist,  \
+                                               int T, int heads, int dims, int types) {                        \
+        gdn_body<KV, R, MODE>(state, qkv, a, b, aLog, dtBias, out, hist, nullptr, nullptr, nullptr, nullptr,    \
+                              nullptr, nullptr, nullptr, nullptr, T, heads, dims, types);                      \
     }
 
-#define GDN_ROWS(OP, MODE, LNAME, KV) \
-    GDN_KERNEL(OP, MODE, LNAME, KV, 1) \
-    GDN_KERNEL(OP, MODE, LNAME, KV, 2) \
-    GDN_KERNEL(OP, MODE, LNAME, KV, 4) \
-    GDN_KERNEL(OP, MODE, LNAME, KV, 8)
+// Scan writing the state after each of up to 8 tokens to s0 … s7.
+#define GDN_STATES_KERNEL(LNAME, KV, R)                                                                         \
+    GDN_ENTRY(gdn_states_##LNAME##_r##R, KV, R)(float* state, const float* qkv, const float* a, const float* b,  \
+                                               const void* aLog, const void* dtBias, float* out, float* s0,    \
+                                               float* s1, float* s2, float* s3, float* s4, float* s5,          \
+                                               float* s6, float* s7, int T, int heads, int dims, int types) {  \
+        gdn_body<KV, R, MODE_STATES>(state, qkv, a, b, aLog, dtBias, out, nullptr, s0, s1, s2, s3, s4, s5, s6,  \
+                                     s7, T, heads, dims, types);                                               \
+    }
 
-#define GDN_LAYOUTS(OP, MODE)         \
-    GDN_ROWS(OP, MODE, kv, true)      \
-    GDN_ROWS(OP, MODE, vk, false)
+// Replay of `count` history rows: 5 arguments.
+#define GDN_REPLAY_KERNEL(LNAME, KV, R)                                                                         \
+    GDN_ENTRY(gdn_replay_##LNAME##_r##R, KV, R)(float* state, float* hist, int count, int heads, int dims) {    \
+        gdn_body<KV, R, MODE_REPLAY>(state, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, hist, nullptr, \
+                                     nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, count,     \
+                                     heads, dims, 0);                                                          \
+    }
 
-GDN_LAYOUTS(scan, MODE_SCAN)
-GDN_LAYOUTS(states, MODE_STATES)
-GDN_LAYOUTS(replay_out, MODE_REPLAY_OUT)
-GDN_LAYOUTS(replay, MODE_REPLAY)
+#define GDN_ALL(LNAME, KV, R)                              \
+    GDN_QKV_KERNEL(scan, MODE_SCAN, LNAME, KV, R)           \
+    GDN_QKV_KERNEL(replay_out, MODE_REPLAY_OUT, LNAME, KV, R) \
+    GDN_STATES_KERNEL(LNAME, KV, R)                        \
+    GDN_REPLAY_KERNEL(LNAME, KV, R)
+
+#define GDN_ROWS(LNAME, KV) \
+    GDN_ALL(LNAME, KV, 1)   \
+    GDN_ALL(LNAME, KV, 2)   \
+    GDN_ALL(LNAME, KV, 4)   \
+    GDN_ALL(LNAME, KV, 8)
+
+GDN_ROWS(kv, true)
+GDN_ROWS(vk, false)

@@ -2,15 +2,16 @@ package dev.hyspec.backend.cuda;
 
 import dev.hyspec.backend.GdnDims;
 import dev.hyspec.backend.StateLayout;
-import java.util.Arrays;
 
 /**
  * The Gated DeltaNet scans, replay and replay outputs ({@code gdn.cu}). One kernel per operation,
  * layout and rows per lane: a block owns a tile of value columns of one value head and keeps them
  * in registers over all tokens of the call (KV: 512 threads, 16 columns; VK: 128 threads, 4
  * columns, one warp per column), so the state is read once and, where the operation updates it,
- * written once. The weights {@code aLog} and {@code dtBias} may each be F32, BF16 or F16 (passed as
- * a dtype code the kernel switches on).
+ * written once; per-token inputs are staged in shared memory, 16 tokens at a time. The weights
+ * {@code aLog} and {@code dtBias} may each be F32, BF16 or F16 (passed as dtype codes the kernel
+ * switches on, rather than one kernel per combination). Scan-states writes 8 states per launch
+ * (pointer arguments: the driver API gives no host-side address to stage an array of them).
  */
 final class GdnKernels {
     /** States written per launch of the scan-states kernel (its pointer arguments). */
@@ -30,8 +31,9 @@ final class GdnKernels {
         if (tokens == 0) {
             return;
         }
-        CudaTensor[] none = new CudaTensor[0];
-        launch("scan", layout, dims, tokens, state, qkv, a, b, aLog, dtBias, out, state, none);
+        int[] hd = packed(dims);
+        launch("scan", layout, dims, state, qkv, a, b, aLog, dtBias, out, state, tokens, hd[0], hd[1],
+                types(aLog, dtBias));
     }
 
     void scanStates(CudaTensor state, StateLayout layout, CudaTensor qkv, CudaTensor a, CudaTensor b,
@@ -49,13 +51,28 @@ final class GdnKernels {
         int conv = dims.convDim();
         int hv = dims.numValueHeads();
         int valueDim = dims.valueDim();
+        int[] hd = packed(dims);
+        int types = types(aLog, dtBias);
         // Chunks of STATES_PER_LAUNCH tokens; chunk c starts from the state chunk c−1 wrote last.
         for (int t0 = 0; t0 < tokens; t0 += STATES_PER_LAUNCH) {
             int n = Math.min(STATES_PER_LAUNCH, tokens - t0);
             CudaTensor from = t0 == 0 ? state : states[t0 - 1];
-            CudaTensor[] chunk = Arrays.copyOfRange(states, t0, t0 + n);
-            launchAt("states", layout, dims, n, from.ptr(), qkv.at((long) t0 * conv), a.at((long) t0 * hv),
-                    b.at((long) t0 * hv), aLog, dtBias, out.at((long) t0 * valueDim), from.ptr(), chunk);
+            Object[] args = new Object[7 + STATES_PER_LAUNCH + 4];
+            args[0] = from;
+            args[1] = qkv.at((long) t0 * conv);
+            args[2] = a.at((long) t0 * hv);
+            args[3] = b.at((long) t0 * hv);
+            args[4] = aLog;
+            args[5] = dtBias;
+            args[6] = out.at((long) t0 * valueDim);
+            for (int i = 0; i < STATES_PER_LAUNCH; i++) {
+                args[7 + i] = states[t0 + Math.min(i, n - 1)];   // pointers past the chunk are never written
+            }
+            args[7 + STATES_PER_LAUNCH] = n;
+            args[8 + STATES_PER_LAUNCH] = hd[0];
+            args[9 + STATES_PER_LAUNCH] = hd[1];
+            args[10 + STATES_PER_LAUNCH] = types;
+            launch("states", layout, dims, args);
         }
     }
 
@@ -65,8 +82,8 @@ final class GdnKernels {
         if (count == 0) {
             return;
         }
-        CudaTensor[] none = new CudaTensor[0];
-        launch("replay", layout, dims, count, state, state, state, state, state, state, state, history, none);
+        int[] hd = packed(dims);
+        launch("replay", layout, dims, state, history, count, hd[0], hd[1]);
     }
 
     void replayOutputs(CudaTensor state, StateLayout layout, CudaTensor qkv, CudaTensor a, CudaTensor b,
@@ -76,50 +93,32 @@ final class GdnKernels {
         if (tokens == 0) {
             return;
         }
-        CudaTensor[] none = new CudaTensor[0];
-        launch("replay_out", layout, dims, tokens, state, qkv, a, b, aLog, dtBias, out, history, none);
-    }
-
-    private void launch(String op, StateLayout layout, GdnDims dims, int tokens, CudaTensor state, CudaTensor qkv,
-                        CudaTensor a, CudaTensor b, CudaTensor aLog, CudaTensor dtBias, CudaTensor out,
-                        CudaTensor hist, CudaTensor[] states) {
-        launchAt(op, layout, dims, tokens, state.ptr(), qkv.ptr(), a.ptr(), b.ptr(), aLog, dtBias, out.ptr(),
-                hist.ptr(), states);
+        int[] hd = packed(dims);
+        launch("replay_out", layout, dims, state, qkv, a, b, aLog, dtBias, out, history, tokens, hd[0], hd[1],
+                types(aLog, dtBias));
     }
 
     /**
-     * Launches {@code gdn_OP_LAYOUT_rR}. Pointers the operation does not use are passed as valid
-     * addresses it never reads; {@code states} fills the {@value #STATES_PER_LAUNCH} state pointers.
+     * Launches {@code gdn_OP_LAYOUT_rR} over (value-column tiles, value heads). Few arguments on
+     * purpose: every one costs host time in the launch.
      */
-    private void launchAt(String op, StateLayout layout, GdnDims dims, int tokens, Object state, Object qkv, Object a,
-                          Object b, CudaTensor aLog, CudaTensor dtBias, Object out, Object hist, CudaTensor[] states) {
-        int dk = dims.keyHeadDim();
-        int rows = rowsPerLane(dk);
+    private void launch(String op, StateLayout layout, GdnDims dims, Object... args) {
+        int rows = rowsPerLane(dims.keyHeadDim());
         boolean kv = layout == StateLayout.KV;
         int columns = kv ? 16 : 4;
         int threads = kv ? 512 : 128;
         String kernel = "gdn_" + op + "_" + (kv ? "kv" : "vk") + "_r" + rows;
-        Object[] args = new Object[18 + 6];
-        args[0] = state;
-        args[1] = qkv;
-        args[2] = a;
-        args[3] = b;
-        args[4] = aLog == null ? state : aLog;
-        args[5] = aLog == null ? 0 : dtypeCode(aLog);
-        args[6] = dtBias == null ? state : dtBias;
-        args[7] = dtBias == null ? 0 : dtypeCode(dtBias);
-        args[8] = out;
-        args[9] = hist;
-        for (int i = 0; i < STATES_PER_LAUNCH; i++) {
-            args[10 + i] = states.length == 0 ? state : states[Math.min(i, states.length - 1)].ptr();
-        }
-        args[18] = tokens;
-        args[19] = dims.numKeyHeads();
-        args[20] = dims.numValueHeads();
-        args[21] = dk;
-        args[22] = dims.valueHeadDim();
-        args[23] = (float) (1.0 / Math.sqrt(dk));
         rt.launch(kernel, (dims.valueHeadDim() + columns - 1) / columns, dims.numValueHeads(), 1, threads, 0, args);
+    }
+
+    /** {@code {Hk | Hv << 16, Dk | Dv << 16}}, as the kernels take them. */
+    private static int[] packed(GdnDims d) {
+        return new int[] {d.numKeyHeads() | d.numValueHeads() << 16, d.keyHeadDim() | d.valueHeadDim() << 16};
+    }
+
+    /** The weights' dtype codes (0 f32, 1 bf16, 2 f16): aLog's in bits 0–7, dtBias's in bits 8–15. */
+    private static int types(CudaTensor aLog, CudaTensor dtBias) {
+        return dtypeCode(aLog) | dtypeCode(dtBias) << 8;
     }
 
     /** Rows of a state column each lane holds: ceil(Dk / 32) rounded up to a power of two (1, 2, 4 or 8). */
@@ -146,7 +145,8 @@ final class GdnKernels {
 
     private static void checkDims(String op, GdnDims dims) {
         if (dims.numKeyHeads() <= 0 || dims.numValueHeads() <= 0 || dims.valueHeadDim() <= 0
-                || dims.numValueHeads() % dims.numKeyHeads() != 0) {
+                || dims.numValueHeads() % dims.numKeyHeads() != 0 || dims.numValueHeads() > 0xffff
+                || dims.valueHeadDim() > 0xffff) {
             throw new IllegalArgumentException(op + ": unsupported dims " + dims);
         }
         rowsPerLane(dims.keyHeadDim());
