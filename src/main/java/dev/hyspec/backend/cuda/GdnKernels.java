@@ -3,8 +3,22 @@ package dev.hyspec.backend.cuda;
 import dev.hyspec.backend.GdnDims;
 import dev.hyspec.backend.StateLayout;
 
-/** The Gated DeltaNet scans, replay and replay outputs ({@code gdn.cu}). */
+/**
+ * The Gated DeltaNet scans, replay and replay outputs ({@code gdn.cu}). One kernel per operation,
+ * layout and rows per lane: a block owns a tile of value columns of one value head and keeps them
+ * in registers over all tokens of the call (KV: 512 threads, 16 columns; VK: 128 threads, 4
+ * columns, one warp per column), so the state is read once and, where the operation updates it,
+ * written once; per-token inputs are staged in shared memory, 16 tokens at a time. The weights
+ * {@code aLog} and {@code dtBias} may each be F32, BF16 or F16 (passed as dtype codes the kernel
+ * switches on, rather than one kernel per combination). Scan-states writes 8 states per launch
+ * (pointer arguments: the driver API gives no host-side address to stage an array of them).
+ */
 final class GdnKernels {
+    /** States written per launch of the scan-states kernel (its pointer arguments). */
+    static final int STATES_PER_LAUNCH = 8;
+    /** The largest key head dim the kernels hold in registers (8 rows per lane). */
+    static final int MAX_KEY_HEAD_DIM = 256;
+
     private final CudaRuntime rt;
 
     GdnKernels(CudaRuntime rt) {
@@ -13,20 +27,168 @@ final class GdnKernels {
 
     void scan(CudaTensor state, StateLayout layout, CudaTensor qkv, CudaTensor a, CudaTensor b, CudaTensor aLog,
               CudaTensor dtBias, GdnDims dims, CudaTensor out) {
-        throw new UnsupportedOperationException("gatedDeltaScan");
+        int tokens = checkTokens("gatedDeltaScan", state, qkv, a, b, aLog, dtBias, dims, out);
+        if (tokens == 0) {
+            return;
+        }
+        int[] hd = packed(dims);
+        launch("scan", layout, dims, state, qkv, a, b, aLog, dtBias, out, state, tokens, hd[0], hd[1],
+                types(aLog, dtBias));
     }
 
     void scanStates(CudaTensor state, StateLayout layout, CudaTensor qkv, CudaTensor a, CudaTensor b,
                     CudaTensor aLog, CudaTensor dtBias, GdnDims dims, CudaTensor[] states, CudaTensor out) {
-        throw new UnsupportedOperationException("gatedDeltaScanStates");
+        int tokens = checkTokens("gatedDeltaScanStates", state, qkv, a, b, aLog, dtBias, dims, out);
+        if (states.length != tokens) {
+            throw new IllegalArgumentException("gatedDeltaScanStates: " + states.length + " states for " + tokens
+                    + " tokens");
+        }
+        for (CudaTensor s : states) {
+            if (s.numel() != state.numel()) {
+                throw new IllegalArgumentException("gatedDeltaScanStates: state " + s + " is not the shape of " + state);
+            }
+        }
+        int conv = dims.convDim();
+        int hv = dims.numValueHeads();
+        int valueDim = dims.valueDim();
+        int[] hd = packed(dims);
+        int types = types(aLog, dtBias);
+        // Chunks of STATES_PER_LAUNCH tokens; chunk c starts from the state chunk c−1 wrote last.
+        for (int t0 = 0; t0 < tokens; t0 += STATES_PER_LAUNCH) {
+            int n = Math.min(STATES_PER_LAUNCH, tokens - t0);
+            CudaTensor from = t0 == 0 ? state : states[t0 - 1];
+            Object[] args = new Object[7 + STATES_PER_LAUNCH + 4];
+            args[0] = from;
+            args[1] = qkv.at((long) t0 * conv);
+            args[2] = a.at((long) t0 * hv);
+            args[3] = b.at((long) t0 * hv);
+            args[4] = aLog;
+            args[5] = dtBias;
+            args[6] = out.at((long) t0 * valueDim);
+            for (int i = 0; i < STATES_PER_LAUNCH; i++) {
+                args[7 + i] = states[t0 + Math.min(i, n - 1)];   // pointers past the chunk are never written
+            }
+            args[7 + STATES_PER_LAUNCH] = n;
+            args[8 + STATES_PER_LAUNCH] = hd[0];
+            args[9 + STATES_PER_LAUNCH] = hd[1];
+            args[10 + STATES_PER_LAUNCH] = types;
+            launch("states", layout, dims, args);
+        }
     }
 
     void replay(CudaTensor state, StateLayout layout, CudaTensor history, int count, GdnDims dims) {
-        throw new UnsupportedOperationException("gatedDeltaReplay");
+        checkState("gatedDeltaReplay", state, dims);
+        checkHistory("gatedDeltaReplay", history, dims, count);
+        if (count == 0) {
+            return;
+        }
+        int[] hd = packed(dims);
+        launch("replay", layout, dims, state, history, count, hd[0], hd[1]);
     }
 
     void replayOutputs(CudaTensor state, StateLayout layout, CudaTensor qkv, CudaTensor a, CudaTensor b,
                        CudaTensor aLog, CudaTensor dtBias, GdnDims dims, CudaTensor history, CudaTensor out) {
-        throw new UnsupportedOperationException("gatedDeltaReplayOutputs");
+        int tokens = checkTokens("gatedDeltaReplayOutputs", state, qkv, a, b, aLog, dtBias, dims, out);
+        checkHistory("gatedDeltaReplayOutputs", history, dims, tokens);
+        if (tokens == 0) {
+            return;
+        }
+        int[] hd = packed(dims);
+        launch("replay_out", layout, dims, state, qkv, a, b, aLog, dtBias, out, history, tokens, hd[0], hd[1],
+                types(aLog, dtBias));
+    }
+
+    /**
+     * Launches {@code gdn_OP_LAYOUT_rR} over (value-column tiles, value heads). Few arguments on
+     * purpose: every one costs host time in the launch.
+     */
+    private void launch(String op, StateLayout layout, GdnDims dims, Object... args) {
+        int rows = rowsPerLane(dims.keyHeadDim());
+        boolean kv = layout == StateLayout.KV;
+        int columns = kv ? 16 : 4;
+        int threads = kv ? 512 : 128;
+        String kernel = "gdn_" + op + "_" + (kv ? "kv" : "vk") + "_r" + rows;
+        rt.launch(kernel, (dims.valueHeadDim() + columns - 1) / columns, dims.numValueHeads(), 1, threads, 0, args);
+    }
+
+    /** {@code {Hk | Hv << 16, Dk | Dv << 16}}, as the kernels take them. */
+    private static int[] packed(GdnDims d) {
+        return new int[] {d.numKeyHeads() | d.numValueHeads() << 16, d.keyHeadDim() | d.valueHeadDim() << 16};
+    }
+
+    /** The weights' dtype codes (0 f32, 1 bf16, 2 f16): aLog's in bits 0–7, dtBias's in bits 8–15. */
+    private static int types(CudaTensor aLog, CudaTensor dtBias) {
+        return dtypeCode(aLog) | dtypeCode(dtBias) << 8;
+    }
+
+    /** Rows of a state column each lane holds: ceil(Dk / 32) rounded up to a power of two (1, 2, 4 or 8). */
+    static int rowsPerLane(int dk) {
+        if (dk <= 0 || dk > MAX_KEY_HEAD_DIM) {
+            throw new IllegalArgumentException("Gated DeltaNet key head dim " + dk + " outside 1…" + MAX_KEY_HEAD_DIM);
+        }
+        int r = 1;
+        while (r * 32 < dk) {
+            r <<= 1;
+        }
+        return r;
+    }
+
+    private static int dtypeCode(CudaTensor w) {
+        return switch (w.dtype()) {
+            case F32 -> 0;
+            case BF16 -> 1;
+            case F16 -> 2;
+        };
+    }
+
+    // ---- argument checks ----
+
+    private static void checkDims(String op, GdnDims dims) {
+        if (dims.numKeyHeads() <= 0 || dims.numValueHeads() <= 0 || dims.valueHeadDim() <= 0
+                || dims.numValueHeads() % dims.numKeyHeads() != 0 || dims.numValueHeads() > 0xffff
+                || dims.valueHeadDim() > 0xffff) {
+            throw new IllegalArgumentException(op + ": unsupported dims " + dims);
+        }
+        rowsPerLane(dims.keyHeadDim());
+    }
+
+    private static void checkState(String op, CudaTensor state, GdnDims dims) {
+        checkDims(op, dims);
+        long n = (long) dims.numValueHeads() * dims.keyHeadDim() * dims.valueHeadDim();
+        if (state.numel() != n) {
+            throw new IllegalArgumentException(op + ": state " + state + " does not hold " + n + " elements for " + dims);
+        }
+    }
+
+    private static void checkHistory(String op, CudaTensor history, GdnDims dims, int rows) {
+        int width = dims.keyDim() + dims.valueDim() + 2 * dims.numValueHeads();
+        int[] s = history.shape();
+        if (s.length != 2 || s[1] != width || rows < 0 || s[0] < rows) {
+            throw new IllegalArgumentException(op + ": history " + history + " is not [>=" + rows + ", " + width + "]");
+        }
+    }
+
+    /** Checks shapes; returns T. */
+    private static int checkTokens(String op, CudaTensor state, CudaTensor qkv, CudaTensor a, CudaTensor b,
+                                   CudaTensor aLog, CudaTensor dtBias, GdnDims dims, CudaTensor out) {
+        checkState(op, state, dims);
+        int[] s = qkv.shape();
+        if (s.length != 2 || s[1] != dims.convDim()) {
+            throw new IllegalArgumentException(op + ": qkv " + qkv + " is not [T, " + dims.convDim() + "]");
+        }
+        int tokens = s[0];
+        long th = (long) tokens * dims.numValueHeads();
+        if (a.numel() != th || b.numel() != th) {
+            throw new IllegalArgumentException(op + ": a " + a + " and b " + b + " must be [" + tokens + ", "
+                    + dims.numValueHeads() + "]");
+        }
+        if (aLog.numel() != dims.numValueHeads() || dtBias.numel() != dims.numValueHeads()) {
+            throw new IllegalArgumentException(op + ": aLog " + aLog + " and dtBias " + dtBias + " must have "
+                    + dims.numValueHeads() + " elements");
+        }
+        if (out.numel() != (long) tokens * dims.valueDim()) {
+            throw new IllegalArgumentException(op + ": out " + out + " is not [" + tokens + ", " + dims.valueDim() + "]");
+        }
+        return tokens;
     }
 }
