@@ -22,7 +22,12 @@ import org.junit.jupiter.api.TestFactory;
  * prompt, for every architecture.
  */
 class ChunkedPrefillTest {
-    private static final double TOLERANCE = 1e-5;
+    /**
+     * On the CPU both runs take the same float32 code paths. On the GPU a chunk and the whole prompt
+     * may take different matmul kernels (decode-shaped GEMV for a few tokens, tiled GEMM for many), whose
+     * float32 sums round in another order, so they agree to 1e-4 rather than 1e-5.
+     */
+    private static final double TOLERANCE = TestBackends.selected().equals("cuda") ? 1e-4 : 1e-5;
 
     @TestFactory
     Stream<DynamicTest> chunkedPrefillEqualsOneShot() {

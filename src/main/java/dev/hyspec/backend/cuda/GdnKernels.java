@@ -39,11 +39,12 @@ final class GdnKernels {
     void scanStates(CudaTensor state, StateLayout layout, CudaTensor qkv, CudaTensor a, CudaTensor b,
                     CudaTensor aLog, CudaTensor dtBias, GdnDims dims, CudaTensor[] states, CudaTensor out) {
         int tokens = checkTokens("gatedDeltaScanStates", state, qkv, a, b, aLog, dtBias, dims, out);
-        if (states.length != tokens) {
+        if (states.length < tokens) {
             throw new IllegalArgumentException("gatedDeltaScanStates: " + states.length + " states for " + tokens
                     + " tokens");
         }
-        for (CudaTensor s : states) {
+        for (int t = 0; t < tokens; t++) {
+            CudaTensor s = states[t];
             if (s.numel() != state.numel()) {
                 throw new IllegalArgumentException("gatedDeltaScanStates: state " + s + " is not the shape of " + state);
             }
