@@ -16,6 +16,7 @@ import dev.hyspec.testing.TestBackends;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.Tag;
@@ -23,8 +24,9 @@ import org.junit.jupiter.api.TestFactory;
 
 /**
  * The engine on the GPU against the engine on the CPU reference: the same greedy tokens for a batch
- * of requests, with and without drafts, for both strategies; decode steps replayed as captured
- * graphs; and every device byte an engine took given back when it closes.
+ * of requests, with and without drafts, for both strategies, stepped on a thread other than the one
+ * that loaded the model (as the server does); decode steps replayed as captured graphs; and every
+ * device byte an engine took given back when it closes.
  */
 @Tag("gpu")
 class CudaEngineTest {
@@ -61,8 +63,28 @@ class CudaEngineTest {
 
         long bytesBefore = gpu.liveBytes();
         long[] graphsBefore = gpu.graphCounts();
+        // As in the server: the model was loaded on another thread; an engine thread of its own steps it.
         EngineCore gpuCore = EngineHarness.engine(gpuModel, options);
-        Map<String, EngineHarness.Collector> got = EngineHarness.run(gpuCore, requests);
+        AtomicReference<Map<String, EngineHarness.Collector>> result = new AtomicReference<>();
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        Thread engineThread = new Thread(() -> {
+            try {
+                result.set(EngineHarness.run(gpuCore, requests));
+            } catch (Throwable e) {
+                failure.set(e);
+            }
+        }, "hyspec-engine-test");
+        engineThread.start();
+        try {
+            engineThread.join();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new AssertionError(e);
+        }
+        if (failure.get() != null) {
+            throw new AssertionError("engine thread failed", failure.get());
+        }
+        Map<String, EngineHarness.Collector> got = result.get();
         long[] graphsAfter = gpu.graphCounts();
         gpuCore.close();
         assertEquals(bytesBefore, gpu.liveBytes(), "device bytes held after the engine closed");
