@@ -97,6 +97,7 @@ public final class CudaRuntime implements AutoCloseable {
         smCount = v[0];
         cuStreamCreate(stream, CUstream_flags.CU_STREAM_NON_BLOCKING);
         graphs = new StepGraphs(stream);
+        memory.beforeTrim(this::sync);
         for (Map.Entry<String, byte[]> ptx : loadPtx().entrySet()) {
             CUmodule m = new CUmodule();
             cuModuleLoadData(m, ptx.getValue());

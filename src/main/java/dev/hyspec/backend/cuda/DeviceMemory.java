@@ -29,7 +29,7 @@ final class DeviceMemory implements AutoCloseable {
     private long liveBytes;
     private long cachedBytes;
     private long peakBytes;
-    private long leakedAtClose;
+    private Runnable beforeTrim = () -> {};
 
     static long rounded(long bytes) {
         return Math.max(ALIGN, (bytes + ALIGN - 1) / ALIGN * ALIGN);
@@ -73,6 +73,9 @@ final class DeviceMemory implements AutoCloseable {
 
     /** Frees every cached block back to the driver. */
     void trim() {
+        if (!cached.isEmpty()) {
+            beforeTrim.run();
+        }
         for (TreeMap<Long, CUdeviceptr> q : cached.values()) {
             for (CUdeviceptr p : q.values()) {
                 cuMemFree(p);
@@ -99,20 +102,23 @@ final class DeviceMemory implements AutoCloseable {
         return peakBytes;
     }
 
-    /** Frees every block, live or cached; remembers how many were still live (tensors never freed). */
+    /**
+     * Runs before cached blocks go back to the driver: the runtime issues and waits for any queued
+     * work there, since queued work may still use a block that was released into the cache.
+     */
+    void beforeTrim(Runnable hook) {
+        this.beforeTrim = hook;
+    }
+
+    /** Frees every block, live or cached (weights and pools included: the backend is closing). */
     @Override
     public void close() {
         trim();
-        leakedAtClose = live.size();
         for (CUdeviceptr p : live.keySet()) {
             cuMemFree(p);
         }
         live.clear();
         known.clear();
         liveBytes = 0;
-    }
-
-    long leakedAtClose() {
-        return leakedAtClose;
     }
 }
