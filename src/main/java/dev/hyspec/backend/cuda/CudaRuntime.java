@@ -55,7 +55,8 @@ import jcuda.driver.JCudaDriver;
  * the PTX modules built from {@code src/native-kernels} (resources under {@value #PTX_DIR}), the
  * accounted device memory, and a pinned staging area for the small host arrays that kernels take
  * (token ids, positions, block tables). The thread that drives the engine owns it; any thread that
- * calls in gets the context made current once.
+ * calls in gets the context made current once. Between {@link #beginGraph()} and {@link #endGraph()}
+ * work is recorded and run as a captured graph where the step recurs ({@link StepGraphs}).
  */
 public final class CudaRuntime implements AutoCloseable {
     static final String PTX_DIR = "native-kernels";
