@@ -14,7 +14,7 @@ public interface Backend extends AutoCloseable {
 
     /**
      * Marks the start of a forward pass of decode and verify rows only, whose work a backend may
-     * record and run as one captured graph, replayed while the same batch shape recurs. Work issued
+     * record and run as one captured graph, replayed while the same step (rows, slots, shapes) recurs. Work issued
      * until {@link #endGraph()} may be deferred: a download in between issues it. Backends without
      * graphs ignore both calls.
      */
