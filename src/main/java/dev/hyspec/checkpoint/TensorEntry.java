@@ -23,6 +23,32 @@ public record TensorEntry(String name, DType dtype, int[] shape, ByteBuffer data
         return data.duplicate().order(ByteOrder.LITTLE_ENDIAN);
     }
 
+    /**
+     * The bytes of rows {@code rows[i]} (outermost dimension) in that order, little-endian: a view of
+     * the mapped file when the rows are consecutive, else a direct copy.
+     */
+    public ByteBuffer rows(int[] rows) {
+        long rowBytes = numElements() / shape[0] * dtype.bytes();
+        ByteBuffer src = bytes();
+        for (int r : rows) {
+            if (r < 0 || r >= shape[0]) {
+                throw new IndexOutOfBoundsException("row " + r + " of " + this);
+            }
+        }
+        boolean consecutive = true;
+        for (int i = 1; i < rows.length; i++) {
+            consecutive &= rows[i] == rows[i - 1] + 1;
+        }
+        if (consecutive && rows.length > 0) {
+            return src.slice((int) (rows[0] * rowBytes), (int) (rows.length * rowBytes)).order(ByteOrder.LITTLE_ENDIAN);
+        }
+        ByteBuffer dst = ByteBuffer.allocateDirect(Math.toIntExact(rowBytes * rows.length)).order(ByteOrder.LITTLE_ENDIAN);
+        for (int r : rows) {
+            dst.put(src.slice((int) (r * rowBytes), (int) rowBytes));
+        }
+        return dst.flip();
+    }
+
     /** Element {@code i} widened to float32. */
     public float get(ByteBuffer bytes, long i) {
         return switch (dtype) {

@@ -9,8 +9,6 @@ import dev.hyspec.backend.Tensor;
 import dev.hyspec.checkpoint.TensorEntry;
 import dev.hyspec.sampling.Sampler;
 import dev.hyspec.sampling.SamplingParams;
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import java.util.Arrays;
 import java.util.stream.IntStream;
 
@@ -58,33 +56,10 @@ public final class CpuBackend implements Backend {
 
     @Override
     public Tensor weightRows(TensorEntry entry, int[] rows) {
-        int[] shape = entry.shape();
-        long rowBytes = entry.numElements() / shape[0] * entry.dtype().bytes();
-        ByteBuffer src = entry.bytes();
-        int[] newShape = shape.clone();
-        newShape[0] = rows.length;
-        if (consecutive(rows) && rows.length > 0 && rows[0] >= 0 && rows[rows.length - 1] < shape[0]) {
-            // A contiguous block of rows stays a view of the mapped file.
-            return new CpuWeight(src.slice((int) (rows[0] * rowBytes), (int) (rows.length * rowBytes)),
-                    entry.dtype(), newShape);
-        }
-        ByteBuffer dst = ByteBuffer.allocateDirect(Math.toIntExact(rowBytes * rows.length)).order(ByteOrder.LITTLE_ENDIAN);
-        for (int r : rows) {
-            if (r < 0 || r >= shape[0]) {
-                throw new IndexOutOfBoundsException("row " + r + " of " + entry);
-            }
-            dst.put(src.slice((int) (r * rowBytes), (int) rowBytes));
-        }
-        return new CpuWeight(dst.flip(), entry.dtype(), newShape);
-    }
-
-    private static boolean consecutive(int[] rows) {
-        for (int i = 1; i < rows.length; i++) {
-            if (rows[i] != rows[i - 1] + 1) {
-                return false;
-            }
-        }
-        return true;
+        int[] shape = entry.shape().clone();
+        shape[0] = rows.length;
+        // consecutive rows stay a view of the mapped file
+        return new CpuWeight(entry.rows(rows), entry.dtype(), shape);
     }
 
     @Override

@@ -8,7 +8,6 @@ import dev.hyspec.backend.Tensor;
 import dev.hyspec.checkpoint.DType;
 import dev.hyspec.checkpoint.TensorEntry;
 import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import jcuda.Pointer;
 
 /**
@@ -127,7 +126,7 @@ public final class CudaBackend implements Backend {
             n *= d;
         }
         long bytes = n * dtype.bytes();
-        return new CudaTensor(rt.memory().alloc(bytes), dtype, shape, bytes);
+        return new CudaTensor(rt.memory().alloc(bytes), dtype, shape);
     }
 
     @Override
@@ -187,22 +186,12 @@ public final class CudaBackend implements Backend {
     @Override
     public Tensor weightRows(TensorEntry entry, int[] rows) {
         rt.enter();
-        int[] shape = entry.shape();
-        long rowBytes = entry.numElements() / shape[0] * entry.dtype().bytes();
-        ByteBuffer src = entry.bytes();
-        ByteBuffer dst = ByteBuffer.allocateDirect(Math.toIntExact(rowBytes * rows.length)).order(ByteOrder.LITTLE_ENDIAN);
-        for (int r : rows) {
-            if (r < 0 || r >= shape[0]) {
-                throw new IndexOutOfBoundsException("row " + r + " of " + entry);
-            }
-            dst.put(src.slice((int) (r * rowBytes), (int) rowBytes));
-        }
-        dst.flip();
-        int[] newShape = shape.clone();
-        newShape[0] = rows.length;
-        CudaTensor t = alloc(entry.dtype(), newShape);
-        if (dst.remaining() > 0) {
-            rt.upload(Pointer.to(dst), t.ptr(), dst.remaining());
+        ByteBuffer bytes = entry.rows(rows);
+        int[] shape = entry.shape().clone();
+        shape[0] = rows.length;
+        CudaTensor t = alloc(entry.dtype(), shape);
+        if (bytes.remaining() > 0) {
+            rt.upload(Pointer.to(direct(bytes, bytes.remaining())), t.ptr(), bytes.remaining());
         }
         return t;
     }

@@ -69,6 +69,7 @@ public final class CudaRuntime implements AutoCloseable {
     private final List<CUmodule> modules = new ArrayList<>();
     private final Map<String, CUfunction> functions = new HashMap<>();
     private final Map<String, Integer> functionIds = new HashMap<>();
+    private final Map<String, Integer> sharedAllowed = new HashMap<>();
     private final ThreadLocal<Boolean> current = ThreadLocal.withInitial(() -> false);
     private final DeviceMemory memory = new DeviceMemory();
     private final String deviceName;
@@ -216,8 +217,12 @@ public final class CudaRuntime implements AutoCloseable {
         throw new IllegalStateException("no CUDA kernel named " + name + " in the built PTX");
     }
 
-    /** Allows a kernel more than 48 KiB of dynamic shared memory. */
+    /** Allows a kernel more than 48 KiB of dynamic shared memory (a driver call only when the limit grows). */
     void allowSharedMemory(String kernel, int bytes) {
+        if (sharedAllowed.getOrDefault(kernel, 0) >= bytes) {
+            return;
+        }
+        sharedAllowed.put(kernel, bytes);
         cuFuncSetAttribute(function(kernel), CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 bytes);
     }

@@ -7,20 +7,17 @@ import jcuda.driver.CUdeviceptr;
 
 /**
  * A tensor in device memory: float32 activations and state, or a weight in its checkpoint dtype.
- * {@code bytes} is what {@link DeviceMemory} handed out for it.
  */
 public final class CudaTensor implements Tensor {
     private final CUdeviceptr ptr;
     private final DType dtype;
     private final int[] shape;
-    private final long bytes;
     private boolean freed;
 
-    CudaTensor(CUdeviceptr ptr, DType dtype, int[] shape, long bytes) {
+    CudaTensor(CUdeviceptr ptr, DType dtype, int[] shape) {
         this.ptr = ptr;
         this.dtype = dtype;
         this.shape = shape.clone();
-        this.bytes = bytes;
     }
 
     @Override
@@ -47,10 +44,6 @@ public final class CudaTensor implements Tensor {
 
     public DType dtype() {
         return dtype;
-    }
-
-    long bytes() {
-        return bytes;
     }
 
     boolean markFreed() {

@@ -27,8 +27,6 @@ final class DeviceMemory implements AutoCloseable {
     private final Map<CUdeviceptr, Block> known = new IdentityHashMap<>();
     private long serials;
     private long liveBytes;
-    private long cachedBytes;
-    private long peakBytes;
     private Runnable beforeTrim = () -> {};
 
     static long rounded(long bytes) {
@@ -42,7 +40,6 @@ final class DeviceMemory implements AutoCloseable {
         CUdeviceptr p = null;
         if (free != null && !free.isEmpty()) {
             p = free.pollFirstEntry().getValue();
-            cachedBytes -= size;
         } else {
             p = new CUdeviceptr();
             try {
@@ -56,7 +53,6 @@ final class DeviceMemory implements AutoCloseable {
         }
         live.put(p, known.get(p));
         liveBytes += size;
-        peakBytes = Math.max(peakBytes, liveBytes);
         return p;
     }
 
@@ -67,7 +63,6 @@ final class DeviceMemory implements AutoCloseable {
             throw new IllegalStateException("device block released twice or never allocated here");
         }
         liveBytes -= b.size();
-        cachedBytes += b.size();
         cached.computeIfAbsent(b.size(), k -> new TreeMap<>()).put(b.serial(), p);
     }
 
@@ -83,7 +78,6 @@ final class DeviceMemory implements AutoCloseable {
             }
         }
         cached.clear();
-        cachedBytes = 0;
     }
 
     long liveBytes() {
@@ -92,14 +86,6 @@ final class DeviceMemory implements AutoCloseable {
 
     long liveBlocks() {
         return live.size();
-    }
-
-    long cachedBytes() {
-        return cachedBytes;
-    }
-
-    long peakBytes() {
-        return peakBytes;
     }
 
     /**
