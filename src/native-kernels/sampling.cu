@@ -44,47 +44,27 @@ __device__ __forceinline__ double block_sum_d(double v, SampleShared& sh) {
     return t;
 }
 
-// Inclusive scans over the block in thread order.
-__device__ __forceinline__ double block_scan_d(double v, SampleShared& sh) {
+// Inclusive scan over the block in thread order; `scratch` is SAMPLE_WARPS values of shared memory.
+template <typename T>
+__device__ __forceinline__ T block_scan(T v, T* scratch) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     for (int o = 1; o < 32; o <<= 1) {
-        double n = __shfl_up_sync(0xffffffffu, v, o);
+        T n = __shfl_up_sync(0xffffffffu, v, o);
         if (lane >= o) v += n;
     }
     __syncthreads();
-    if (lane == 31) sh.d[warp] = v;
+    if (lane == 31) scratch[warp] = v;
     __syncthreads();
     if (warp == 0) {
-        double t = sh.d[lane];
+        T t = scratch[lane];
         for (int o = 1; o < 32; o <<= 1) {
-            double n = __shfl_up_sync(0xffffffffu, t, o);
+            T n = __shfl_up_sync(0xffffffffu, t, o);
             if (lane >= o) t += n;
         }
-        sh.d[lane] = t;
+        scratch[lane] = t;
     }
     __syncthreads();
-    return warp > 0 ? v + sh.d[warp - 1] : v;
-}
-
-__device__ __forceinline__ int block_scan_i(int v, SampleShared& sh) {
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (int o = 1; o < 32; o <<= 1) {
-        int n = __shfl_up_sync(0xffffffffu, v, o);
-        if (lane >= o) v += n;
-    }
-    __syncthreads();
-    if (lane == 31) sh.i[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        int t = sh.i[lane];
-        for (int o = 1; o < 32; o <<= 1) {
-            int n = __shfl_up_sync(0xffffffffu, t, o);
-            if (lane >= o) t += n;
-        }
-        sh.i[lane] = t;
-    }
-    __syncthreads();
-    return warp > 0 ? v + sh.i[warp - 1] : v;
+    return warp > 0 ? v + scratch[warp - 1] : v;
 }
 
 // Sampler.argmax (first index of the maximum) with Sampler's row check: returns INVALID_ROW when the row
@@ -232,7 +212,7 @@ __device__ double top_p_cut(const float* probs, int V, double target, SampleShar
         const int lo = min(V, (int)threadIdx.x * chunk), hi = min(V, lo + chunk);
         int n = 0;
         for (int i = lo; i < hi; i++) n += probs[i] == p;
-        int incl = block_scan_i(n, sh);
+        int incl = block_scan(n, sh.i);
         int excl = incl - n;
         if (excl < c && c <= incl) {
             int seen = excl;
@@ -324,7 +304,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sampling_sample(con
         }
         mine += w;
     }
-    const double incl = block_scan_d(mine, sh);
+    const double incl = block_scan(mine, sh.d);
     if (threadIdx.x == SAMPLE_THREADS - 1) sh.above = incl;
     if (threadIdx.x == 0) {
         sh.hit = NO_INDEX;
