@@ -251,6 +251,207 @@ public interface Backend extends AutoCloseable {
     /** Fills a tensor with zeros. */
     void zero(Tensor t);
 
+    // ---- batched generate rows ----
+    //
+    // R rows of T tokens each ("tokensPerRow"), stacked row after row in the token inputs and outputs
+    // ([R·T, ·]): row r owns token rows r·T … r·T+T−1. Per-row tensors (states, windows, histories)
+    // come as arrays indexed by row; a row may point at a reserved padding slot (DESIGN I6). Each
+    // operation equals its per-row counterpart applied to every row in turn (the defaults do exactly
+    // that); a GPU runs one launch for all rows, reading the per-row addresses and counts from device
+    // memory, so a captured step replays for any rows of the same shape.
+
+    /** {@code dst[r]} rows {@code 0 … T−1} = {@code src} rows {@code r·T … r·T+T−1}. */
+    default void scatterRowBlocks(Tensor src, int tokensPerRow, Tensor[] dst) {
+        for (int r = 0; r < dst.length; r++) {
+            copyRows(src, r * tokensPerRow, dst[r], 0, tokensPerRow);
+        }
+    }
+
+    /** {@code dst[i] = src[i]} for every pair (equal element counts per pair). */
+    default void copyBatch(Tensor[] src, Tensor[] dst) {
+        for (int i = 0; i < src.length; i++) {
+            copy(src[i], dst[i]);
+        }
+    }
+
+    /** {@link #causalConv1d} of every row: row r's tokens continue {@code windows[r]}. */
+    default void causalConv1dBatch(Tensor x, Tensor[] windows, Tensor w, Tensor bias, int tokensPerRow, Tensor out,
+                                   boolean advance) {
+        for (int r = 0; r < windows.length; r++) {
+            Tensor xr = rowBlock(x, r, tokensPerRow);
+            Tensor or = zeros(tokensPerRow, out.cols());
+            causalConv1d(xr, windows[r], w, bias, or, advance);
+            copyRows(or, 0, out, r * tokensPerRow, tokensPerRow);
+            free(xr);
+            free(or);
+        }
+    }
+
+    /** {@link #shiftWindow}{@code (windows[r], xs[r], counts[r])} for every row ({@code counts[r] = 0}: unchanged). */
+    default void shiftWindowBatch(Tensor[] windows, Tensor[] xs, int[] counts) {
+        for (int r = 0; r < windows.length; r++) {
+            if (counts[r] > 0) {
+                shiftWindow(windows[r], xs[r], counts[r]);
+            }
+        }
+    }
+
+    /** {@link #mamba2Scan} of every row, {@code states[r]} updated in place (plain decode). */
+    default void mamba2ScanBatch(Tensor[] states, StateLayout layout, Tensor xBC, Tensor dtRaw, Tensor dtBias,
+                                 Tensor aLog, Tensor d, Mamba2Dims dims, int tokensPerRow, Tensor y) {
+        for (int r = 0; r < states.length; r++) {
+            Tensor[] in = rowBlocks(r, tokensPerRow, xBC, dtRaw);
+            Tensor yr = zeros(tokensPerRow, y.cols());
+            mamba2Scan(states[r], layout, in[0], in[1], dtBias, aLog, d, dims, yr);
+            putRowBlock(yr, y, r, tokensPerRow, in);
+        }
+    }
+
+    /**
+     * {@link #mamba2ScanStates} of every row (intermediate-copy verify): {@code states[r]} only read,
+     * the state after token t written to {@code scratch[r][t]}.
+     */
+    default void mamba2ScanStatesBatch(Tensor[] states, StateLayout layout, Tensor xBC, Tensor dtRaw, Tensor dtBias,
+                                       Tensor aLog, Tensor d, Mamba2Dims dims, Tensor[][] scratch, int tokensPerRow,
+                                       Tensor y) {
+        for (int r = 0; r < states.length; r++) {
+            Tensor[] in = rowBlocks(r, tokensPerRow, xBC, dtRaw);
+            Tensor yr = zeros(tokensPerRow, y.cols());
+            mamba2ScanStates(states[r], layout, in[0], in[1], dtBias, aLog, d, dims, scratch[r], yr);
+            putRowBlock(yr, y, r, tokensPerRow, in);
+        }
+    }
+
+    /**
+     * The replay verify of every row (DESIGN I4, steps 1–3) in one pass: {@code states[r]} advanced
+     * over the first {@code counts[r]} rows of {@code previous[r]} ({@link #mamba2Replay}, written back),
+     * then the row's outputs from that state and its history rows written to {@code next[r]}
+     * ({@link #mamba2ReplayOutputs}). A kernel keeps the replayed state on chip between the two, so
+     * the state is read and written once.
+     */
+    default void mamba2ReplayVerifyBatch(Tensor[] states, StateLayout layout, Tensor[] previous, int[] counts,
+                                         Tensor xBC, Tensor dtRaw, Tensor dtBias, Tensor aLog, Tensor d,
+                                         Mamba2Dims dims, Tensor[] next, int tokensPerRow, Tensor y) {
+        for (int r = 0; r < states.length; r++) {
+            if (counts[r] > 0) {
+                mamba2Replay(states[r], layout, previous[r], counts[r], dims);
+            }
+            Tensor[] in = rowBlocks(r, tokensPerRow, xBC, dtRaw);
+            Tensor yr = zeros(tokensPerRow, y.cols());
+            mamba2ReplayOutputs(states[r], layout, in[0], in[1], dtBias, aLog, d, dims, next[r], yr);
+            putRowBlock(yr, y, r, tokensPerRow, in);
+        }
+    }
+
+    /** {@link #gatedDeltaScan} of every row, {@code states[r]} updated in place (plain decode). */
+    default void gatedDeltaScanBatch(Tensor[] states, StateLayout layout, Tensor qkv, Tensor a, Tensor b, Tensor aLog,
+                                     Tensor dtBias, GdnDims dims, int tokensPerRow, Tensor out) {
+        for (int r = 0; r < states.length; r++) {
+            Tensor[] in = rowBlocks(r, tokensPerRow, qkv, a, b);
+            Tensor or = zeros(tokensPerRow, out.cols());
+            gatedDeltaScan(states[r], layout, in[0], in[1], in[2], aLog, dtBias, dims, or);
+            putRowBlock(or, out, r, tokensPerRow, in);
+        }
+    }
+
+    /** {@link #gatedDeltaScanStates} of every row, the state after token t written to {@code scratch[r][t]}. */
+    default void gatedDeltaScanStatesBatch(Tensor[] states, StateLayout layout, Tensor qkv, Tensor a, Tensor b,
+                                           Tensor aLog, Tensor dtBias, GdnDims dims, Tensor[][] scratch,
+                                           int tokensPerRow, Tensor out) {
+        for (int r = 0; r < states.length; r++) {
+            Tensor[] in = rowBlocks(r, tokensPerRow, qkv, a, b);
+            Tensor or = zeros(tokensPerRow, out.cols());
+            gatedDeltaScanStates(states[r], layout, in[0], in[1], in[2], aLog, dtBias, dims, scratch[r], or);
+            putRowBlock(or, out, r, tokensPerRow, in);
+        }
+    }
+
+    /** As {@link #mamba2ReplayVerifyBatch}, for Gated DeltaNet ({@link #gatedDeltaReplay}, then
+     * {@link #gatedDeltaReplayOutputs}). */
+    default void gatedDeltaReplayVerifyBatch(Tensor[] states, StateLayout layout, Tensor[] previous, int[] counts,
+                                             Tensor qkv, Tensor a, Tensor b, Tensor aLog, Tensor dtBias, GdnDims dims,
+                                             Tensor[] next, int tokensPerRow, Tensor out) {
+        for (int r = 0; r < states.length; r++) {
+            if (counts[r] > 0) {
+                gatedDeltaReplay(states[r], layout, previous[r], counts[r], dims);
+            }
+            Tensor[] in = rowBlocks(r, tokensPerRow, qkv, a, b);
+            Tensor or = zeros(tokensPerRow, out.cols());
+            gatedDeltaReplayOutputs(states[r], layout, in[0], in[1], in[2], aLog, dtBias, dims, next[r], or);
+            putRowBlock(or, out, r, tokensPerRow, in);
+        }
+    }
+
+    /**
+     * {@link #writeKv} of every row: row r's tokens {@code t < lengths[r]} go to positions
+     * {@code starts[r] + t} of its pages {@code blockTables[r]}; tokens past {@code lengths[r]}
+     * (padding) are not written.
+     */
+    default void writeKvBatch(Tensor k, Tensor v, Tensor kPages, Tensor vPages, int[][] blockTables, int pageSize,
+                              int[] starts, int[] lengths, int tokensPerRow) {
+        for (int r = 0; r < blockTables.length; r++) {
+            if (lengths[r] == 0) {
+                continue;
+            }
+            Tensor[] in = rowBlocks(r, tokensPerRow, k, v);
+            Tensor kr = zeros(lengths[r], k.cols());
+            Tensor vr = zeros(lengths[r], v.cols());
+            copyRows(in[0], 0, kr, 0, lengths[r]);
+            copyRows(in[1], 0, vr, 0, lengths[r]);
+            writeKv(kr, vr, kPages, vPages, blockTables[r], pageSize, starts[r]);
+            for (Tensor t : new Tensor[] {in[0], in[1], kr, vr}) {
+                free(t);
+            }
+        }
+    }
+
+    /**
+     * {@link #pagedAttention} of every row: row r's queries {@code t < lengths[r]} at positions
+     * {@code starts[r] + t}; the output rows of padding tokens ({@code t ≥ lengths[r]}) are zero.
+     */
+    default void pagedAttentionBatch(Tensor q, Tensor kPages, Tensor vPages, int[][] blockTables, int pageSize,
+                                     int numHeads, int numKvHeads, int headDim, int[] starts, int[] lengths,
+                                     int tokensPerRow, Tensor out) {
+        for (int r = 0; r < blockTables.length; r++) {
+            Tensor zero = zeros(tokensPerRow, out.cols());
+            copyRows(zero, 0, out, r * tokensPerRow, tokensPerRow);
+            free(zero);
+            if (lengths[r] == 0) {
+                continue;
+            }
+            Tensor qr = zeros(lengths[r], q.cols());
+            copyRows(q, r * tokensPerRow, qr, 0, lengths[r]);
+            Tensor or = zeros(lengths[r], out.cols());
+            pagedAttention(qr, kPages, vPages, blockTables[r], pageSize, numHeads, numKvHeads, headDim, starts[r], or);
+            copyRows(or, 0, out, r * tokensPerRow, lengths[r]);
+            free(qr);
+            free(or);
+        }
+    }
+
+    private Tensor rowBlock(Tensor t, int row, int tokensPerRow) {
+        Tensor s = zeros(tokensPerRow, t.cols());
+        copyRows(t, row * tokensPerRow, s, 0, tokensPerRow);
+        return s;
+    }
+
+    private Tensor[] rowBlocks(int row, int tokensPerRow, Tensor... ts) {
+        Tensor[] out = new Tensor[ts.length];
+        for (int i = 0; i < ts.length; i++) {
+            out[i] = rowBlock(ts[i], row, tokensPerRow);
+        }
+        return out;
+    }
+
+    /** Copies a row's output block into the stacked output and frees it with the row's inputs. */
+    private void putRowBlock(Tensor rowOut, Tensor out, int row, int tokensPerRow, Tensor[] inputs) {
+        copyRows(rowOut, 0, out, row * tokensPerRow, tokensPerRow);
+        free(rowOut);
+        for (Tensor t : inputs) {
+            free(t);
+        }
+    }
+
     // ---- mixture of experts ----
 
     /** {@code dst[i, :] = src[rows[i], :]}. */

@@ -362,6 +362,31 @@ public final class CudaRuntime implements AutoCloseable {
         return stage(bits);
     }
 
+    /** As {@link #stage(int[])} for 64-bit values (two native-order words each). */
+    CUdeviceptr stage(long[] data) {
+        int[] words = new int[2 * data.length];
+        boolean little = ByteOrder.nativeOrder() == ByteOrder.LITTLE_ENDIAN;
+        for (int i = 0; i < data.length; i++) {
+            int lo = (int) data[i];
+            int hi = (int) (data[i] >>> 32);
+            words[2 * i] = little ? lo : hi;
+            words[2 * i + 1] = little ? hi : lo;
+        }
+        return stage(words);
+    }
+
+    /**
+     * The device addresses of {@code tensors}, staged as a {@code float*[]} / {@code const float*[]}
+     * table a kernel indexes by row: how one launch reaches many slots' states.
+     */
+    CUdeviceptr stagePointers(CudaTensor... tensors) {
+        long[] addresses = new long[tensors.length];
+        for (int i = 0; i < tensors.length; i++) {
+            addresses[i] = StepGraphs.address(tensors[i].ptr());
+        }
+        return stage(addresses);
+    }
+
     /** Waits for all issued work (a step being recorded is issued first, without a graph). */
     void sync() {
         graphs.abandon();
