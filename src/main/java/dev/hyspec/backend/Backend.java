@@ -23,6 +23,14 @@ public interface Backend extends AutoCloseable {
     /** Ends what {@link #beginGraph()} started: the recorded work is issued (as a graph where it can be). */
     default void endGraph() {}
 
+    /**
+     * The batch size a decode/verify step of {@code rows} rows is padded to, so that steps of nearby
+     * sizes share one captured graph. Backends without graphs pad nothing.
+     */
+    default int paddedBatchSize(int rows) {
+        return rows;
+    }
+
     // ---- memory ----
 
     /** A float32 tensor of the given shape, filled with zeros. */

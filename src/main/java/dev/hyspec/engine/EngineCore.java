@@ -23,6 +23,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Deque;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -306,12 +307,23 @@ public final class EngineCore implements AutoCloseable {
             described.add(new StepRow(s.request().id(), s.row().mode(), s.row().length(), s.request().drafts.length));
         }
         lastStep = List.copyOf(described);
-        float[] logits;
+        // Greedy rows without logprobs need only the argmax of their logit rows: taken on the device,
+        // so a step downloads R·T ints instead of R·T·V floats.
+        boolean argmaxOnly = true;
+        for (Scheduled s : scheduled) {
+            argmaxOnly &= s.request().request.sampling().isGreedy() && s.request().request.logprobs() < 0;
+        }
+        float[] logits = null;
+        int[] picks = null;
         long t0 = System.nanoTime();
         try {
             Tensor out = model.forward(new ForwardBatch(rows), store);
             try {
-                logits = backend.download(out);
+                if (argmaxOnly) {
+                    picks = out.rows() == 0 ? new int[0] : backend.argmax(out);
+                } else {
+                    logits = backend.download(out);
+                }
             } finally {
                 backend.free(out);
             }
@@ -326,26 +338,34 @@ public final class EngineCore implements AutoCloseable {
         int batchTokens = totalTokens(rows);
         int vocab = model.config().vocabSize();
         int at = 0;
+        List<Verified> verified = new ArrayList<>();
         for (Scheduled s : scheduled) {
             RequestState r = s.request();
             BatchRow row = s.row();
             int n = row.logitRows();
-            float[][] rowLogits = new float[n][];
-            for (int i = 0; i < n; i++) {
-                rowLogits[i] = Arrays.copyOfRange(logits, (at + i) * vocab, (at + i + 1) * vocab);
+            float[][] rowLogits = null;
+            int[] rowPicks = null;
+            if (picks != null) {
+                rowPicks = Arrays.copyOfRange(picks, at, at + n);
+            } else {
+                rowLogits = new float[n][];
+                for (int i = 0; i < n; i++) {
+                    rowLogits[i] = Arrays.copyOfRange(logits, (at + i) * vocab, (at + i + 1) * vocab);
+                }
             }
             at += n;
             try {
                 if (row.mode() == RowMode.PREFILL) {
-                    afterPrefill(r, row, rowLogits);
+                    afterPrefill(r, row, rowLogits, rowPicks);
                 } else {
-                    afterGenerate(r, row, rowLogits, forwardNanos * row.length() / batchTokens);
+                    verified.add(verify(r, row, rowLogits, rowPicks, forwardNanos * row.length() / batchTokens));
                 }
             } catch (RuntimeException e) {
                 metrics.errors++;
                 finish(r, FinishReason.ERROR, "engine failure: " + e);
             }
         }
+        commitAndEmit(verified);
         int generateRows = 0;
         for (BatchRow row : rows) {
             generateRows += row.mode() == RowMode.GENERATE ? 1 : 0;
@@ -362,7 +382,7 @@ public final class EngineCore implements AutoCloseable {
         return n;
     }
 
-    private void afterPrefill(RequestState r, BatchRow row, float[][] logits) {
+    private void afterPrefill(RequestState r, BatchRow row, float[][] logits, int[] picks) {
         int before = r.numComputedTokens;
         r.numComputedTokens += row.length();
         metrics.prefillTokens += row.length();
@@ -372,17 +392,23 @@ public final class EngineCore implements AutoCloseable {
                     (end, target) -> store.pool().copy(r.slot, target));
         }
         if (r.numComputedTokens == r.length) {
-            int token = sampler.sample(logits[0], r.request.sampling(), r.rng);
+            int token = picks != null ? picks[0] : sampler.sample(logits[0], r.request.sampling(), r.rng);
             emit(r, new int[] {token}, logits);
         }
     }
 
-    private void afterGenerate(RequestState r, BatchRow row, float[][] logits, long nanos) {
+    /** A generate row's outcome, verified and checkpointed, waiting for its commit. */
+    private record Verified(RequestState request, BatchRow row, Verification verification, float[][] logits,
+                            long nanos) {}
+
+    /** Verifies a generate row and saves the prefix-cache checkpoints it crosses (before the commit). */
+    private Verified verify(RequestState r, BatchRow row, float[][] logits, int[] picks, long nanos) {
+        long t0 = System.nanoTime();
         int[] drafts = r.drafts;
-        Verification v = verifier.verify(logits, drafts, r.request.sampling(), r.rng);
+        Verification v = picks != null ? SpeculativeVerifier.greedy(picks, drafts)
+                : verifier.verify(logits, drafts, r.request.sampling(), r.rng);
         int accepted = v.numOutputTokens();   // a: accepted drafts + the bonus/recovered token
         int before = r.numComputedTokens;
-        long t0 = System.nanoTime();
         if (cache != null && (before / cache.blockSize() + 1) * cache.blockSize() <= before + accepted) {
             // the committed tokens: the accepted drafts are not in r.tokens until emit appends them
             int[] committed = Arrays.copyOf(r.tokens, before + accepted);
@@ -390,10 +416,53 @@ public final class EngineCore implements AutoCloseable {
             cacheBlocks(r, committed, before, before + accepted, true,
                     (end, target) -> r.strategy.snapshot(store.pool(), r.slot, recurrentOps, end - before, target));
         }
-        long commitStart = System.nanoTime();
-        r.strategy.commit(store.pool(), r.slot, recurrentOps, accepted);
-        long commitNanos = System.nanoTime() - commitStart;
-        r.numComputedTokens += accepted;
+        return new Verified(r, row, v, logits, nanos + System.nanoTime() - t0);
+    }
+
+    /**
+     * Commits the step's generate rows, every row of a strategy in one call (one launch per
+     * operation for all of them), then records and emits each row's tokens.
+     */
+    private void commitAndEmit(List<Verified> verified) {
+        Map<RollbackStrategy, List<Verified>> byStrategy = new LinkedHashMap<>();
+        for (Verified v : verified) {
+            byStrategy.computeIfAbsent(v.request().strategy, k -> new ArrayList<>()).add(v);
+        }
+        for (Map.Entry<RollbackStrategy, List<Verified>> group : byStrategy.entrySet()) {
+            List<Verified> rows = group.getValue();
+            int[] slots = new int[rows.size()];
+            int[] accepted = new int[rows.size()];
+            for (int i = 0; i < rows.size(); i++) {
+                slots[i] = rows.get(i).request().slot;
+                accepted[i] = rows.get(i).verification().numOutputTokens();
+            }
+            long commitStart = System.nanoTime();
+            try {
+                group.getKey().commitBatch(store.pool(), slots, recurrentOps, accepted);
+            } catch (RuntimeException e) {
+                for (Verified v : rows) {
+                    metrics.errors++;
+                    finish(v.request(), FinishReason.ERROR, "engine failure: " + e);
+                }
+                continue;
+            }
+            long commitNanos = (System.nanoTime() - commitStart) / rows.size();
+            for (Verified v : rows) {
+                try {
+                    afterCommit(v, commitNanos);
+                } catch (RuntimeException e) {
+                    metrics.errors++;
+                    finish(v.request(), FinishReason.ERROR, "engine failure: " + e);
+                }
+            }
+        }
+    }
+
+    private void afterCommit(Verified verified, long commitNanos) {
+        RequestState r = verified.request();
+        Verification v = verified.verification();
+        int[] drafts = r.drafts;
+        r.numComputedTokens += v.numOutputTokens();
         r.draftTokens += drafts.length;
         r.acceptedDraftTokens += v.numAcceptedTokens();
         if (drafts.length > 0) {
@@ -403,9 +472,9 @@ public final class EngineCore implements AutoCloseable {
         st.generateRows++;
         st.draftTokens += drafts.length;
         st.acceptedDraftTokens += v.numAcceptedTokens();
-        st.generateNanos += System.nanoTime() - t0 + nanos;
+        st.generateNanos += verified.nanos() + commitNanos;
         observer.onVerified(r.strategy.id(), drafts.length, v.numAcceptedTokens(), commitNanos);
-        emit(r, v.outputTokens(), logits);
+        emit(r, v.outputTokens(), verified.logits());
     }
 
     /** Saves the state at a block boundary into a fresh slot: {@code (end, target)}. */

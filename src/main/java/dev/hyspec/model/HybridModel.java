@@ -16,6 +16,7 @@ import dev.hyspec.state.RecurrentOps;
 import dev.hyspec.state.RecurrentShape;
 import dev.hyspec.state.StateStore;
 import java.util.Arrays;
+import java.util.function.IntUnaryOperator;
 import java.util.List;
 
 /**
@@ -33,6 +34,7 @@ public final class HybridModel {
     private final List<Mixer> mixers;  // per block
     private final RecurrentOps[] recurrentOps;
     private final int[] kvWidths;
+    private IntUnaryOperator rowPadding;
 
     HybridModel(ModelConfig config, Backend backend, Tensor embedding, Tensor lmHead, Tensor finalNorm,
                 List<Tensor> norms, List<Mixer> mixers) {
@@ -47,6 +49,15 @@ public final class HybridModel {
         this.finalNorm = finalNorm;
         this.norms = norms;
         this.mixers = mixers;
+        this.rowPadding = backend::paddedBatchSize;
+    }
+
+    /**
+     * How many rows a decode/verify step of {@code R} rows is padded to (default: the backend's
+     * {@link Backend#paddedBatchSize}); padding rows run on the state pool's padding slot.
+     */
+    public void setRowPadding(IntUnaryOperator rowPadding) {
+        this.rowPadding = rowPadding;
     }
 
     /** Loads a checkpoint folder onto a backend (see {@link ModelLoader}). */
@@ -102,14 +113,19 @@ public final class HybridModel {
      * prefill rows in place and run generate rows through their rollback strategy; the caller commits.
      */
     public Tensor forward(ForwardBatch batch, StateStore store) {
+        // Decode and verify steps (no prefill row) run in uniform form, padded to the backend's graph
+        // batch size, and may run as a captured graph on backends that have them.
+        boolean graph = batch.rows().stream().noneMatch(r -> r.mode() == RowMode.PREFILL);
+        if (graph && batch.tokensPerRow() == 0) {
+            int padded = rowPadding.applyAsInt(batch.size());
+            batch = ForwardBatch.uniform(batch.rows(), Math.max(padded, batch.size()), store.pool().paddingSlot());
+        }
         if (store.pool().numLayers() > 0) {
             for (BatchRow row : batch.rows()) {
                 store.pool().ensureLayout(row.slot(),
                         row.mode() == RowMode.PREFILL ? store.layouts().prefill() : store.layouts().generate());
             }
         }
-        // Decode and verify steps (no prefill row) may run as a captured graph on backends that have them.
-        boolean graph = batch.rows().stream().noneMatch(r -> r.mode() == RowMode.PREFILL);
         if (graph) {
             backend.beginGraph();
         }
@@ -138,22 +154,14 @@ public final class HybridModel {
         }
         backend.free(normed);
         // final norm and LM head over the rows that need logits
-        int logitRows = 0;
-        for (BatchRow row : batch.rows()) {
-            logitRows += row.logitRows();
-        }
+        int[] logitTokens = batch.logitTokenRows();
+        int logitRows = logitTokens.length;
         Tensor logits = backend.zeros(logitRows, config.vocabSize());
         if (logitRows > 0) {
             Tensor last = x;
             if (logitRows != count) {
                 last = backend.zeros(logitRows, hidden);
-                int at = 0;
-                for (int r = 0; r < batch.size(); r++) {
-                    BatchRow row = batch.row(r);
-                    int n = row.logitRows();
-                    backend.copyRows(x, batch.offset(r) + row.length() - n, last, at, n);
-                    at += n;
-                }
+                backend.gatherRows(x, logitTokens, last);
             }
             Tensor lastNormed = backend.zeros(logitRows, hidden);
             backend.rmsNorm(last, finalNorm, hidden, config.normEps(), config.normPlusOne(), lastNormed);

@@ -83,16 +83,11 @@ public final class SpeculativeVerifier {
         int[] out = new int[k + 1];
 
         if (params.isGreedy()) {
-            for (int i = 0; i < k; i++) {
-                int target = sampler.sample(targetLogits[i], params, null);
-                if (draftTokens[i] != target) {
-                    out[i] = target; // recovered
-                    return result(k, i, out);
-                }
-                out[i] = draftTokens[i]; // accepted
+            int[] argmax = new int[k + 1];
+            for (int i = 0; i <= k; i++) {
+                argmax[i] = sampler.sample(targetLogits[i], params, null);
             }
-            out[k] = sampler.sample(targetLogits[k], params, null); // bonus
-            return result(k, k, out);
+            return greedy(argmax, draftTokens);
         }
 
         if (rng == null) {
@@ -141,6 +136,30 @@ public final class SpeculativeVerifier {
             }
         }
         return any ? r : p;
+    }
+
+    /**
+     * Greedy verification from the target rows' argmax alone ({@code argmax[i]} of row {@code i},
+     * {@code K+1} of them): drafts are accepted while they equal it, then the argmax of the first
+     * mismatching row (recovered) or of row {@code K} (bonus). What {@link #verify} does for a greedy
+     * request, for callers that took the argmax on the device.
+     */
+    public static Verification greedy(int[] argmax, int[] draftTokens) {
+        int k = draftTokens.length;
+        if (argmax.length != k + 1) {
+            throw new IllegalArgumentException("greedy verification of " + k + " drafts needs " + (k + 1)
+                    + " argmax rows, got " + argmax.length);
+        }
+        int[] out = new int[k + 1];
+        for (int i = 0; i < k; i++) {
+            if (draftTokens[i] != argmax[i]) {
+                out[i] = argmax[i]; // recovered
+                return result(k, i, out);
+            }
+            out[i] = draftTokens[i]; // accepted
+        }
+        out[k] = argmax[k]; // bonus
+        return result(k, k, out);
     }
 
     private static Verification result(int k, int accepted, int[] out) {

@@ -1,6 +1,7 @@
 package dev.hyspec.state;
 
 import dev.hyspec.backend.Backend;
+import dev.hyspec.backend.StateLayout;
 import dev.hyspec.backend.Tensor;
 import io.smallrye.common.annotation.Identifier;
 import jakarta.enterprise.context.ApplicationScoped;
@@ -34,6 +35,66 @@ public class IntermediateCopyStrategy implements RollbackStrategy {
         ops.convolve(row.raw(), pool.conv(layer, slot), false, conv);
         ops.scanStates(pool.ssm(layer, slot), pool.layout(slot), conv, row, scratch, y);
         backend.free(conv);
+    }
+
+    /** The verify of every row: one conv and one scan-states launch write every row's scratch states. */
+    @Override
+    public void verifyBatch(MambaStatePool pool, int[] slots, RecurrentOps ops, RecurrentRow rows, int[] lengths,
+                            int tokensPerRow, Tensor y) {
+        Backend backend = pool.backend();
+        int layer = ops.poolLayer();
+        int n = slots.length;
+        Tensor[] states = new Tensor[n];
+        Tensor[] windows = new Tensor[n];
+        Tensor[][] scratch = new Tensor[n][];
+        Tensor[] raws = new Tensor[n];
+        StateLayout layout = pool.layout(slots[0]);
+        for (int r = 0; r < n; r++) {
+            Workspace ws = pool.workspace(slots[r], ID, () -> new Workspace(pool));
+            if (pool.layout(slots[r]) != layout) {
+                throw new IllegalStateException("a batched verify needs every slot in one layout");
+            }
+            states[r] = pool.ssm(layer, slots[r]);
+            windows[r] = pool.conv(layer, slots[r]);
+            scratch[r] = ws.scratch(layer, tokensPerRow);
+            raws[r] = ws.raw(layer, tokensPerRow);
+            ws.rows = lengths[r];
+        }
+        backend.scatterRowBlocks(rows.raw(), tokensPerRow, raws);
+        Tensor conv = backend.zeros(rows.tokens(), ops.shape().convDim());
+        ops.convolveBatch(rows.raw(), windows, tokensPerRow, conv);
+        ops.scanStatesBatch(states, layout, conv, rows, scratch, tokensPerRow, y);
+        backend.free(conv);
+    }
+
+    /** The commits of a step, every layer and row together: one state copy and one window shift launch. */
+    @Override
+    public void commitBatch(MambaStatePool pool, int[] slots, RecurrentOps[] layers, int[] accepted) {
+        int n = slots.length * layers.length;
+        Tensor[] src = new Tensor[n];
+        Tensor[] dst = new Tensor[n];
+        Tensor[] windows = new Tensor[n];
+        Tensor[] raws = new Tensor[n];
+        int[] counts = new int[n];
+        int i = 0;
+        for (int r = 0; r < slots.length; r++) {
+            Workspace ws = requireVerified(pool, slots[r], accepted[r]);
+            for (RecurrentOps ops : layers) {
+                int l = ops.poolLayer();
+                src[i] = ws.scratch[l][accepted[r] - 1];
+                dst[i] = pool.ssm(l, slots[r]);
+                windows[i] = pool.conv(l, slots[r]);
+                raws[i] = ws.raw[l];
+                counts[i] = accepted[r];
+                i++;
+            }
+        }
+        Backend backend = pool.backend();
+        backend.copyBatch(src, dst);
+        backend.shiftWindowBatch(windows, raws, counts);
+        for (int slot : slots) {
+            pool.<Workspace>workspaceIfPresent(slot, ID).rows = 0;
+        }
     }
 
     @Override

@@ -24,6 +24,10 @@ import java.util.function.Supplier;
  * <p>Slots are reference-counted: {@link #alloc} and {@link #fork} return a slot held once,
  * {@link #retain} adds a holder, {@link #release} drops one and frees the slot with the last.
  * Only the engine thread touches a pool.
+ *
+ * <p>Besides its {@code capacity} slots the pool keeps one more, {@link #paddingSlot()}, that is never
+ * allocated: padding rows of a batched step (rows added to fill a captured graph's batch size) point
+ * there, so they neither read nor write a real slot (DESIGN I6).
  */
 public final class MambaStatePool implements AutoCloseable {
     private final Backend backend;
@@ -46,23 +50,34 @@ public final class MambaStatePool implements AutoCloseable {
         this.layers = List.copyOf(layers);
         this.capacity = capacity;
         this.allocLayout = allocLayout;
-        this.conv = new Tensor[layers.size()][capacity];
-        this.ssm = new Tensor[layers.size()][capacity];
+        this.conv = new Tensor[layers.size()][capacity + 1];
+        this.ssm = new Tensor[layers.size()][capacity + 1];
         for (int l = 0; l < layers.size(); l++) {
             RecurrentShape s = layers.get(l);
-            for (int slot = 0; slot < capacity; slot++) {
+            for (int slot = 0; slot <= capacity; slot++) {
                 conv[l][slot] = backend.zeros(s.convDim(), s.window());
                 ssm[l][slot] = backend.zeros(s.heads(), s.keyDim(), s.valueDim());
             }
         }
-        this.layout = new StateLayout[capacity];
-        this.refCount = new int[capacity];
+        this.layout = new StateLayout[capacity + 1];
+        this.refCount = new int[capacity + 1];
         this.workspaces = new java.util.ArrayList<>();
-        for (int slot = 0; slot < capacity; slot++) {
+        for (int slot = 0; slot <= capacity; slot++) {
             layout[slot] = allocLayout;
-            free.add(slot);
+            if (slot < capacity) {
+                free.add(slot);
+            }
             workspaces.add(new HashMap<>());
         }
+        refCount[capacity] = 1;   // the padding slot: always held, never in the free list
+    }
+
+    /**
+     * The slot padding rows use: held by the pool itself, never returned by {@link #alloc}, never
+     * copied from. Its contents are garbage by design; nothing reads them into a real slot.
+     */
+    public int paddingSlot() {
+        return capacity;
     }
 
     public Backend backend() {
@@ -105,7 +120,7 @@ public final class MambaStatePool implements AutoCloseable {
         for (RecurrentShape s : layers) {
             perSlot += 4 * (s.stateElements() + s.convElements());
         }
-        long total = perSlot * capacity;
+        long total = perSlot * (capacity + 1);
         for (Map<String, SlotWorkspace> m : workspaces) {
             for (SlotWorkspace w : m.values()) {
                 total += w.bytes();
@@ -152,6 +167,9 @@ public final class MambaStatePool implements AutoCloseable {
     public void copy(int src, int dst) {
         requireHeld(src);
         requireHeld(dst);
+        if (src == capacity || dst == capacity) {
+            throw new IllegalStateException("the padding slot is never copied from or into");
+        }
         requireSettled(src);
         for (int l = 0; l < layers.size(); l++) {
             backend.copy(conv[l][src], conv[l][dst]);
@@ -172,6 +190,9 @@ public final class MambaStatePool implements AutoCloseable {
     /** Drops one holder; the slot is free again after the last. */
     public void release(int slot) {
         requireHeld(slot);
+        if (slot == capacity) {
+            throw new IllegalStateException("the padding slot is never released");
+        }
         if (--refCount[slot] == 0) {
             free.add(slot);
         }
@@ -241,7 +262,7 @@ public final class MambaStatePool implements AutoCloseable {
     }
 
     private void requireHeld(int slot) {
-        if (slot < 0 || slot >= capacity || refCount[slot] <= 0) {
+        if (slot < 0 || slot > capacity || refCount[slot] <= 0) {
             throw new IllegalStateException("slot " + slot + " is not allocated");
         }
     }
@@ -249,7 +270,7 @@ public final class MambaStatePool implements AutoCloseable {
     @Override
     public void close() {
         for (int l = 0; l < layers.size(); l++) {
-            for (int slot = 0; slot < capacity; slot++) {
+            for (int slot = 0; slot <= capacity; slot++) {
                 backend.free(conv[l][slot]);
                 backend.free(ssm[l][slot]);
             }

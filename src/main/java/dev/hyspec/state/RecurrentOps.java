@@ -28,4 +28,21 @@ public interface RecurrentOps {
 
     /** Outputs of the row from {@code state} (only read), and the row's replay history. */
     void replayOutputs(Tensor state, StateLayout layout, Tensor conv, RecurrentRow row, Tensor history, Tensor y);
+
+    // Batched forms (R rows of T tokens stacked [R·T, ·] in the row's tensors; see Backend's batched
+    // operations): per-row states and buffers come as arrays indexed by row.
+
+    /** {@link #convolve} of every row without advancing: row r continues {@code windows[r]}. */
+    void convolveBatch(Tensor raw, Tensor[] windows, int tokensPerRow, Tensor out);
+
+    /** {@link #scanStates} of every row: the state after row r's token t goes to {@code scratch[r][t]}. */
+    void scanStatesBatch(Tensor[] states, StateLayout layout, Tensor conv, RecurrentRow rows, Tensor[][] scratch,
+                         int tokensPerRow, Tensor y);
+
+    /**
+     * {@link #replay} of {@code counts[r]} rows of {@code previous[r]} onto {@code states[r]}, then
+     * {@link #replayOutputs} of every row from the replayed state with its history in {@code next[r]}.
+     */
+    void replayVerifyBatch(Tensor[] states, StateLayout layout, Tensor[] previous, int[] counts, Tensor conv,
+                           RecurrentRow rows, Tensor[] next, int tokensPerRow, Tensor y);
 }

@@ -1,6 +1,7 @@
 package dev.hyspec.state;
 
 import dev.hyspec.backend.Backend;
+import dev.hyspec.backend.StateLayout;
 import dev.hyspec.backend.Tensor;
 import io.smallrye.common.annotation.Identifier;
 import jakarta.enterprise.context.ApplicationScoped;
@@ -42,6 +43,61 @@ public class ReplayStrategy implements RollbackStrategy {
         backend.free(conv);
         ws.current[l] = next;
         ws.rows[l] = tokens;
+    }
+
+    /**
+     * The verify of every row in one pass per operation: the conv windows catch up over each row's
+     * {@code p} (one shift), this step's inputs go to the other buffers, and one fused launch replays
+     * {@code S_old → S(L)} (written back) and computes the outputs from it.
+     */
+    @Override
+    public void verifyBatch(MambaStatePool pool, int[] slots, RecurrentOps ops, RecurrentRow rows, int[] lengths,
+                            int tokensPerRow, Tensor y) {
+        Backend backend = pool.backend();
+        int l = ops.poolLayer();
+        int n = slots.length;
+        Tensor[] states = new Tensor[n];
+        Tensor[] windows = new Tensor[n];
+        Tensor[] previous = new Tensor[n];
+        Tensor[] previousRaw = new Tensor[n];
+        Tensor[] next = new Tensor[n];
+        Tensor[] nextRaw = new Tensor[n];
+        int[] counts = new int[n];
+        Workspace[] spaces = new Workspace[n];
+        for (int r = 0; r < n; r++) {
+            Workspace ws = pool.workspace(slots[r], ID, () -> new Workspace(pool));
+            spaces[r] = ws;
+            int cur = ws.current[l];
+            states[r] = pool.ssm(l, slots[r]);
+            windows[r] = pool.conv(l, slots[r]);
+            next[r] = ws.history(l, 1 - cur, tokensPerRow);
+            nextRaw[r] = ws.raw(l, 1 - cur, tokensPerRow);
+            counts[r] = ws.pending[l];
+            // with p = 0 nothing is read from the previous buffers (they may not exist yet)
+            previous[r] = counts[r] > 0 ? ws.history[l][cur] : next[r];
+            previousRaw[r] = counts[r] > 0 ? ws.raw[l][cur] : nextRaw[r];
+        }
+        StateLayout layout = pool.layout(slots[0]);
+        for (int slot : slots) {
+            if (pool.layout(slot) != layout) {
+                throw new IllegalStateException("a batched verify needs every slot in one layout");
+            }
+        }
+        // 1. U(L − p) → U(L); the state's replay is fused into the launch below
+        backend.shiftWindowBatch(windows, previousRaw, counts);
+        // 3. this step's pre-conv inputs into the other buffers
+        backend.scatterRowBlocks(rows.raw(), tokensPerRow, nextRaw);
+        // 1 + 2. replay S_old → S(L) (written back), outputs from S(L), history into the other buffers
+        Tensor conv = backend.zeros(rows.tokens(), ops.shape().convDim());
+        ops.convolveBatch(rows.raw(), windows, tokensPerRow, conv);
+        ops.replayVerifyBatch(states, layout, previous, counts, conv, rows, next, tokensPerRow, y);
+        backend.free(conv);
+        for (int r = 0; r < n; r++) {
+            Workspace ws = spaces[r];
+            ws.pending[l] = 0;
+            ws.current[l] = 1 - ws.current[l];
+            ws.rows[l] = lengths[r];
+        }
     }
 
     /** Applies the layer's pending {@code p} accepted tokens to its state and conv window. */

@@ -1,5 +1,6 @@
 package dev.hyspec.state;
 
+import dev.hyspec.backend.Backend;
 import dev.hyspec.backend.Tensor;
 
 /**
@@ -40,4 +41,41 @@ public interface RollbackStrategy {
 
     /** Makes the slot hold exactly {@code S(L)}, {@code U(L)} (for copies, prefill and comparisons). */
     void settle(MambaStatePool pool, int slot, RecurrentOps[] layers);
+
+    /**
+     * {@link #verify} of {@code R} rows at once: row r of slot {@code slots[r]} owns token rows
+     * {@code r·T … r·T+T−1} of {@code rows} and {@code y}; its first {@code lengths[r]} tokens are real,
+     * the rest padding that no commit will accept. A strategy that overrides this issues one launch
+     * per operation for all rows; the default verifies row by row.
+     */
+    default void verifyBatch(MambaStatePool pool, int[] slots, RecurrentOps ops, RecurrentRow rows, int[] lengths,
+                             int tokensPerRow, Tensor y) {
+        Backend backend = pool.backend();
+        for (int r = 0; r < slots.length; r++) {
+            Tensor[] in = new Tensor[3];
+            Tensor[] stacked = {rows.raw(), rows.side1(), rows.side2()};
+            for (int i = 0; i < 3; i++) {
+                if (stacked[i] != null) {
+                    in[i] = backend.zeros(tokensPerRow, stacked[i].cols());
+                    backend.copyRows(stacked[i], r * tokensPerRow, in[i], 0, tokensPerRow);
+                }
+            }
+            Tensor yr = backend.zeros(tokensPerRow, y.cols());
+            verify(pool, slots[r], ops, new RecurrentRow(in[0], in[1], in[2]), yr);
+            backend.copyRows(yr, 0, y, r * tokensPerRow, tokensPerRow);
+            backend.free(yr);
+            for (Tensor t : in) {
+                if (t != null) {
+                    backend.free(t);
+                }
+            }
+        }
+    }
+
+    /** {@link #commit} of every row of a step: {@code accepted[i]} tokens for {@code slots[i]}. */
+    default void commitBatch(MambaStatePool pool, int[] slots, RecurrentOps[] layers, int[] accepted) {
+        for (int i = 0; i < slots.length; i++) {
+            commit(pool, slots[i], layers, accepted[i]);
+        }
+    }
 }

@@ -108,8 +108,43 @@ public final class Attention implements Mixer {
             backend.rope(q, spec.numHeads(), dh, spec.rotaryDim(), spec.ropeTheta(), batch.positions());
             backend.rope(k, spec.numKvHeads(), dh, spec.rotaryDim(), spec.ropeTheta(), batch.positions());
         }
-        // per row: write its keys/values into its pages at L … L+T−1, attend causally over 0 … L+T−1
+        // write every row's keys/values into its pages at L … L+T−1, attend causally over 0 … L+T−1
         Tensor o = backend.zeros(tokens, qWidth);
+        if (batch.tokensPerRow() > 0) {
+            // a uniform batch: every row in one launch; padding tokens write no KV and attend nothing
+            int[][] tables = new int[batch.size()][];
+            int[] starts = new int[batch.size()];
+            int[] lengths = new int[batch.size()];
+            for (int r = 0; r < batch.size(); r++) {
+                tables[r] = batch.row(r).blockTable();
+                starts[r] = batch.row(r).start();
+                lengths[r] = batch.length(r);
+            }
+            backend.writeKvBatch(k, v, kv.keys(kvLayer), kv.values(kvLayer), tables, kv.pageSize(), starts, lengths,
+                    batch.tokensPerRow());
+            backend.pagedAttentionBatch(q, kv.keys(kvLayer), kv.values(kvLayer), tables, kv.pageSize(),
+                    spec.numHeads(), spec.numKvHeads(), dh, starts, lengths, batch.tokensPerRow(), o);
+        } else {
+            writeAndAttendRows(q, k, v, o, batch, kv);
+        }
+        if (gateProj != null) {
+            Tensor gate = backend.zeros(tokens, qWidth);
+            backend.matmul(x, gateProj, gateBias, gate);
+            backend.sigmoidGate(o, gate, o);
+            backend.free(gate);
+        }
+        Tensor out = backend.zeros(tokens, oProj.rows());
+        backend.matmul(o, oProj, oBias, out);
+        for (Tensor t : new Tensor[] {q, k, v, o}) {
+            backend.free(t);
+        }
+        return out;
+    }
+
+    /** A ragged batch: per row, write its keys/values at L … L+T−1 and attend causally over 0 … L+T−1. */
+    private void writeAndAttendRows(Tensor q, Tensor k, Tensor v, Tensor o, ForwardBatch batch, KvBlockPool kv) {
+        int dh = spec.headDim();
+        int qWidth = spec.numHeads() * dh;
         boolean whole = batch.size() == 1;
         for (int r = 0; r < batch.size(); r++) {
             BatchRow row = batch.row(r);
@@ -129,18 +164,6 @@ public final class Attention implements Mixer {
                 }
             }
         }
-        if (gateProj != null) {
-            Tensor gate = backend.zeros(tokens, qWidth);
-            backend.matmul(x, gateProj, gateBias, gate);
-            backend.sigmoidGate(o, gate, o);
-            backend.free(gate);
-        }
-        Tensor out = backend.zeros(tokens, oProj.rows());
-        backend.matmul(o, oProj, oBias, out);
-        for (Tensor t : new Tensor[] {q, k, v, o}) {
-            backend.free(t);
-        }
-        return out;
     }
 
     private Tensor rows(Tensor t, int off, int n) {

@@ -163,4 +163,23 @@ public final class GatedDeltaNet extends RecurrentMixer {
                               Tensor y) {
         backend.gatedDeltaReplayOutputs(state, layout, conv, row.side1(), row.side2(), aLog, dtBias, dims, history, y);
     }
+
+    @Override
+    public void convolveBatch(Tensor raw, Tensor[] windows, int tokensPerRow, Tensor out) {
+        backend.causalConv1dBatch(raw, windows, convWeight, null, tokensPerRow, out, false);
+    }
+
+    @Override
+    public void scanStatesBatch(Tensor[] states, StateLayout layout, Tensor conv, RecurrentRow rows,
+                                Tensor[][] scratch, int tokensPerRow, Tensor y) {
+        backend.gatedDeltaScanStatesBatch(states, layout, conv, rows.side1(), rows.side2(), aLog, dtBias, dims, scratch,
+                tokensPerRow, y);
+    }
+
+    @Override
+    public void replayVerifyBatch(Tensor[] states, StateLayout layout, Tensor[] previous, int[] counts, Tensor conv,
+                                  RecurrentRow rows, Tensor[] next, int tokensPerRow, Tensor y) {
+        backend.gatedDeltaReplayVerifyBatch(states, layout, previous, counts, conv, rows.side1(), rows.side2(), aLog,
+                dtBias, dims, next, tokensPerRow, y);
+    }
 }

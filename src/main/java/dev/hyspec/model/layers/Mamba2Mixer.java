@@ -121,4 +121,23 @@ public final class Mamba2Mixer extends RecurrentMixer {
                               Tensor y) {
         backend.mamba2ReplayOutputs(state, layout, conv, row.side1(), dtBias, aLog, d, dims, history, y);
     }
+
+    @Override
+    public void convolveBatch(Tensor raw, Tensor[] windows, int tokensPerRow, Tensor out) {
+        backend.causalConv1dBatch(raw, windows, convWeight, convBias, tokensPerRow, out, false);
+    }
+
+    @Override
+    public void scanStatesBatch(Tensor[] states, StateLayout layout, Tensor conv, RecurrentRow rows,
+                                Tensor[][] scratch, int tokensPerRow, Tensor y) {
+        backend.mamba2ScanStatesBatch(states, layout, conv, rows.side1(), dtBias, aLog, d, dims, scratch, tokensPerRow,
+                y);
+    }
+
+    @Override
+    public void replayVerifyBatch(Tensor[] states, StateLayout layout, Tensor[] previous, int[] counts, Tensor conv,
+                                  RecurrentRow rows, Tensor[] next, int tokensPerRow, Tensor y) {
+        backend.mamba2ReplayVerifyBatch(states, layout, previous, counts, conv, rows.side1(), dtBias, aLog, d, dims,
+                next, tokensPerRow, y);
+    }
 }

@@ -8,7 +8,13 @@ import dev.hyspec.model.RowMode;
 import dev.hyspec.state.MambaStatePool;
 import dev.hyspec.state.RecurrentOps;
 import dev.hyspec.state.RecurrentRow;
+import dev.hyspec.state.RollbackStrategy;
 import dev.hyspec.state.StateStore;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
 
 /**
  * The batch handling shared by Mamba2 and Gated DeltaNet: projections and output run over every
@@ -45,6 +51,76 @@ abstract class RecurrentMixer implements Mixer, RecurrentOps {
         MambaStatePool pool = store.pool();
         Projections p = project(x);
         Tensor y = backend.zeros(x.rows(), outputWidth());
+        if (batch.tokensPerRow() > 0) {
+            forwardUniform(p, batch, pool, y);
+        } else {
+            forwardRows(p, batch, pool, y);
+        }
+        Tensor out = finish(y, p);
+        backend.free(y);
+        for (Tensor t : new Tensor[] {p.raw(), p.side1(), p.side2(), p.gate()}) {
+            if (t != null) {
+                backend.free(t);
+            }
+        }
+        return out;
+    }
+
+    /**
+     * A uniform batch of generate rows: each strategy verifies its rows in one batched call (the
+     * common case, one strategy, needs no gather at all).
+     */
+    private void forwardUniform(Projections p, ForwardBatch batch, MambaStatePool pool, Tensor y) {
+        int t = batch.tokensPerRow();
+        Map<RollbackStrategy, List<Integer>> groups = new LinkedHashMap<>();
+        for (int r = 0; r < batch.size(); r++) {
+            groups.computeIfAbsent(batch.row(r).strategy(), k -> new ArrayList<>()).add(r);
+        }
+        for (Map.Entry<RollbackStrategy, List<Integer>> g : groups.entrySet()) {
+            List<Integer> rows = g.getValue();
+            int[] slots = new int[rows.size()];
+            int[] lengths = new int[rows.size()];
+            int[] tokenRows = new int[rows.size() * t];
+            for (int i = 0; i < rows.size(); i++) {
+                int r = rows.get(i);
+                slots[i] = batch.row(r).slot();
+                lengths[i] = batch.length(r);
+                for (int k = 0; k < t; k++) {
+                    tokenRows[i * t + k] = r * t + k;
+                }
+            }
+            if (groups.size() == 1) {
+                g.getKey().verifyBatch(pool, slots, this, new RecurrentRow(p.raw(), p.side1(), p.side2()), lengths,
+                        t, y);
+                continue;
+            }
+            Tensor raw = gather(p.raw(), tokenRows);
+            Tensor side1 = gather(p.side1(), tokenRows);
+            Tensor side2 = gather(p.side2(), tokenRows);
+            Tensor yg = backend.zeros(tokenRows.length, outputWidth());
+            g.getKey().verifyBatch(pool, slots, this, new RecurrentRow(raw, side1, side2), lengths, t, yg);
+            float[] ones = new float[tokenRows.length];
+            Arrays.fill(ones, 1f);
+            backend.scatterAddRows(yg, tokenRows, ones, y);   // y is zero in these rows
+            for (Tensor tensor : new Tensor[] {raw, side1, side2, yg}) {
+                if (tensor != null) {
+                    backend.free(tensor);
+                }
+            }
+        }
+    }
+
+    private Tensor gather(Tensor t, int[] tokenRows) {
+        if (t == null) {
+            return null;
+        }
+        Tensor out = backend.zeros(tokenRows.length, t.cols());
+        backend.gatherRows(t, tokenRows, out);
+        return out;
+    }
+
+    /** A ragged batch (prefill chunks among the rows): row by row. */
+    private void forwardRows(Projections p, ForwardBatch batch, MambaStatePool pool, Tensor y) {
         boolean whole = batch.size() == 1;
         for (int r = 0; r < batch.size(); r++) {
             BatchRow row = batch.row(r);
@@ -71,14 +147,6 @@ abstract class RecurrentMixer implements Mixer, RecurrentOps {
                 }
             }
         }
-        Tensor out = finish(y, p);
-        backend.free(y);
-        for (Tensor t : new Tensor[] {p.raw(), p.side1(), p.side2(), p.gate()}) {
-            if (t != null) {
-                backend.free(t);
-            }
-        }
-        return out;
     }
 
     private Tensor slice(Tensor t, int off, int n, boolean whole) {
