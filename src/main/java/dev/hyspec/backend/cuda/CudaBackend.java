@@ -334,6 +334,23 @@ public final class CudaBackend implements Backend {
                 pastLen, f32(out));
     }
 
+    @Override
+    public void writeKvBatch(Tensor k, Tensor v, Tensor kPages, Tensor vPages, int[][] blockTables, int pageSize,
+                             int[] starts, int[] lengths, int tokensPerRow) {
+        rt.enter();
+        attention.writeKvBatch(f32(k), f32(v), f32(kPages), f32(vPages), blockTables, pageSize, starts, lengths,
+                tokensPerRow);
+    }
+
+    @Override
+    public void pagedAttentionBatch(Tensor q, Tensor kPages, Tensor vPages, int[][] blockTables, int pageSize,
+                                    int numHeads, int numKvHeads, int headDim, int[] starts, int[] lengths,
+                                    int tokensPerRow, Tensor out) {
+        rt.enter();
+        attention.pagedAttentionBatch(f32(q), f32(kPages), f32(vPages), blockTables, pageSize, numHeads, numKvHeads,
+                headDim, starts, lengths, tokensPerRow, f32(out));
+    }
+
     // ---- recurrent layers ----
 
     @Override
