@@ -89,6 +89,15 @@ public final class CudaBackend implements Backend {
         rt.endGraph();
     }
 
+    /**
+     * Graph batch sizes: 1, 2, 4, 8, then multiples of 8 (a step of R rows runs padded to the next
+     * one, so steps of 33…40 rows share a graph).
+     */
+    @Override
+    public int paddedBatchSize(int rows) {
+        return rows <= 8 ? Integer.highestOneBit(Math.max(1, rows - 1)) << (rows <= 1 ? 0 : 1) : (rows + 7) / 8 * 8;
+    }
+
     /** Graphs captured, steps replayed from a graph, recorded steps issued eagerly, recordings given up. */
     public long[] graphCounts() {
         return rt.graphCounts();
