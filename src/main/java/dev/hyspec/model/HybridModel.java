@@ -126,19 +126,32 @@ public final class HybridModel {
                         row.mode() == RowMode.PREFILL ? store.layouts().prefill() : store.layouts().generate());
             }
         }
-        if (graph) {
-            backend.beginGraph();
+        if (!graph) {
+            return run(batch, store, batch.logitTokenRows());
         }
+        // The recorded step runs the LM head over every token row, so its launches do not depend on
+        // how many drafts each row carries; the rows that need logits are picked after it.
+        Tensor all;
+        backend.beginGraph();
         try {
-            return run(batch, store);
+            all = run(batch, store, null);
         } finally {
-            if (graph) {
-                backend.endGraph();
-            }
+            backend.endGraph();
         }
+        int[] logitTokens = batch.logitTokenRows();
+        if (logitTokens.length == batch.totalTokens()) {
+            return all;
+        }
+        Tensor logits = backend.zeros(logitTokens.length, config.vocabSize());
+        if (logitTokens.length > 0) {
+            backend.gatherRows(all, logitTokens, logits);
+        }
+        backend.free(all);
+        return logits;
     }
 
-    private Tensor run(ForwardBatch batch, StateStore store) {
+    /** The forward pass; logits of the token rows {@code logitTokens} (every token row when null). */
+    private Tensor run(ForwardBatch batch, StateStore store, int[] logitTokens) {
         int count = batch.totalTokens();
         int hidden = config.hiddenSize();
         // embedding: x [N, D]
@@ -154,8 +167,7 @@ public final class HybridModel {
         }
         backend.free(normed);
         // final norm and LM head over the rows that need logits
-        int[] logitTokens = batch.logitTokenRows();
-        int logitRows = logitTokens.length;
+        int logitRows = logitTokens == null ? count : logitTokens.length;
         Tensor logits = backend.zeros(logitRows, config.vocabSize());
         if (logitRows > 0) {
             Tensor last = x;
