@@ -92,13 +92,18 @@ public final class BenchReport {
                     .append(t.measured()).append(" |\n");
         }
         md.append('\n');
-        stateSection(md, d, dir);
-        decodeSection(md, d, dir);
+        Plots plots = new Plots(dir);
+        stateSection(md, d, plots);
+        decodeSection(md, d, plots);
+        if (plots.failure != null) {
+            md.append("> The plots were not drawn here: ").append(plots.failure)
+                    .append(". Run BenchReport on a machine with fonts (see Reproduce).\n");
+        }
         Files.writeString(dir.resolve("BENCHMARKS.md"), md.toString());
         return targets;
     }
 
-    private static void stateSection(StringBuilder md, BenchData d, Path dir) throws IOException {
+    private static void stateSection(StringBuilder md, BenchData d, Plots plots) throws IOException {
         md.append("## Recurrent-state update\n\n");
         if (d.state().isEmpty()) {
             md.append("Not measured.\n\n");
@@ -134,12 +139,12 @@ public final class BenchReport {
             md.append('\n');
             for (int t : distinctInts(d.state().stream().filter(r -> r.arch().equals(arch)).map(StateRow::tokens).toList())) {
                 String png = "state-" + arch + "-T" + t + ".png";
-                if (stateChart(d, arch, t).write(dir.resolve(png))) {
+                if (plots.write(stateChart(d, arch, t), png)) {
                     md.append("![").append(arch).append(" T=").append(t).append("](").append(png).append(")\n\n");
                 }
             }
             String png = "speedup-" + arch + ".png";
-            if (speedupChart(d, arch).write(dir.resolve(png))) {
+            if (plots.write(speedupChart(d, arch), png)) {
                 md.append("![").append(arch).append(" replay speed-up](").append(png).append(")\n\n");
             }
         }
@@ -154,7 +159,7 @@ public final class BenchReport {
         }
     }
 
-    private static void decodeSection(StringBuilder md, BenchData d, Path dir) throws IOException {
+    private static void decodeSection(StringBuilder md, BenchData d, Plots plots) throws IOException {
         md.append("## End-to-end decode\n\n");
         if (d.decode().isEmpty()) {
             md.append("Not measured.\n\n");
@@ -171,14 +176,14 @@ public final class BenchReport {
         md.append('\n');
         for (String model : distinct(d.decode().stream().map(DecodeRow::model).toList())) {
             String png = "decode-" + model + ".png";
-            if (decodeChart(d, model).write(dir.resolve(png))) {
+            if (plots.write(decodeChart(d, model), png)) {
                 md.append("![").append(model).append(" decode](").append(png).append(")\n\n");
             }
         }
     }
 
     /** µs against batch for every (op, layout) of {@code arch} at {@code tokens}, each with its floor dashed. */
-    private static Chart stateChart(BenchData d, String arch, int tokens) {
+    private static LineChart stateChart(BenchData d, String arch, int tokens) {
         LineChart c = new LineChart(fmt("%s state update, T = %d (median device time; dashed: floor)", arch, tokens),
                 "batch (rows)", "µs per call", true, true);
         Map<String, List<StateRow>> byOp = new LinkedHashMap<>();
@@ -197,10 +202,10 @@ public final class BenchReport {
             c.add(new LineChart.Series(e.getKey() + " floor", color, true, x,
                     rows.stream().mapToDouble(StateRow::floorUs).toArray()));
         }
-        return new Chart(c);
+        return c;
     }
 
-    private static Chart speedupChart(BenchData d, String arch) {
+    private static LineChart speedupChart(BenchData d, String arch) {
         LineChart c = new LineChart(arch + ": replay speed-up over intermediate-copy", "batch (rows)",
                 "intermediate-copy µs / replay µs", true, false);
         int i = 0;
@@ -218,11 +223,11 @@ public final class BenchReport {
         if (arch.equals(BenchTargets.MAMBA2)) {
             c.reference("target at T = 4, batch ≥ 64: 3×", 3);
         }
-        return new Chart(c);
+        return c;
     }
 
     /** Tokens/s against batch per mode (its best k at each batch). */
-    private static Chart decodeChart(BenchData d, String model) {
+    private static LineChart decodeChart(BenchData d, String model) {
         LineChart c = new LineChart(model + ": decode tokens/s (best k per mode)", "batch (rows)", "tokens/s", true, true);
         int i = 0;
         for (String mode : distinct(d.decode().stream().filter(r -> r.model().equals(model)).map(DecodeRow::mode).toList())) {
@@ -236,17 +241,33 @@ public final class BenchReport {
                     best.keySet().stream().mapToDouble(Integer::doubleValue).toArray(),
                     best.values().stream().mapToDouble(Double::doubleValue).toArray()));
         }
-        return new Chart(c);
+        return c;
     }
 
-    /** A chart that is written only when it has data. */
-    private record Chart(LineChart chart) {
-        boolean write(Path png) throws IOException {
-            if (chart.isEmpty()) {
+    /**
+     * Writes charts that have data into the report's folder. Text needs the font libraries of the
+     * Java runtime (the device machine lacks them): when those fail to load, no further chart is
+     * tried and {@link #failure} says why.
+     */
+    private static final class Plots {
+        private final Path dir;
+        private String failure;
+
+        Plots(Path dir) {
+            this.dir = dir;
+        }
+
+        boolean write(LineChart chart, String png) throws IOException {
+            if (failure != null || chart.isEmpty()) {
                 return false;
             }
-            chart.write(png);
-            return true;
+            try {
+                chart.write(dir.resolve(png));
+                return true;
+            } catch (LinkageError | InternalError e) {
+                failure = "Java2D cannot draw text (" + e + ")";
+                return false;
+            }
         }
     }
 
