@@ -485,4 +485,19 @@ public final class CudaBackend implements Backend {
         }
         return sampling;
     }
+
+    // ---- benchmarks ----
+
+    /** A timer of device time on the backend's stream (a pair of CUDA events), for benchmarks. */
+    public EventTimer timer() {
+        return new EventTimer(rt);
+    }
+
+    /** The CUDA version the driver supports, as {@code "12.4"}. */
+    public String driverVersion() {
+        rt.enter();
+        int[] v = new int[1];
+        jcuda.driver.JCudaDriver.cuDriverGetVersion(v);
+        return v[0] / 1000 + "." + v[0] % 1000 / 10;
+    }
 }

@@ -415,6 +415,45 @@ public final class CudaRuntime implements AutoCloseable {
         return memory.liveBlocks();
     }
 
+    // ---- events, for timing work on the device (EventTimer) ----
+
+    private final List<jcuda.driver.CUevent> events = new ArrayList<>();
+
+    /** A new timing event on this context; {@link #close()} destroys it. */
+    jcuda.driver.CUevent newEvent() {
+        enter();
+        jcuda.driver.CUevent e = new jcuda.driver.CUevent();
+        JCudaDriver.cuEventCreate(e, 0);   // flags 0: the event records a timestamp
+        events.add(e);
+        return e;
+    }
+
+    /** Records {@code e} on the stream after all work issued so far (a step being recorded is issued first). */
+    void record(jcuda.driver.CUevent e) {
+        enter();
+        graphs.abandon();
+        JCudaDriver.cuEventRecord(e, stream);
+    }
+
+    /** Whether the device has reached {@code e} (false while the work before it is still queued or running). */
+    boolean reached(jcuda.driver.CUevent e) {
+        enter();
+        try {
+            return JCudaDriver.cuEventQuery(e) == jcuda.driver.CUresult.CUDA_SUCCESS;
+        } catch (CudaException notReady) {
+            return false;   // CUDA_ERROR_NOT_READY, thrown as exceptions are enabled
+        }
+    }
+
+    /** Milliseconds of device time from {@code start} to {@code stop}, once the device has reached {@code stop}. */
+    float elapsedMillis(jcuda.driver.CUevent start, jcuda.driver.CUevent stop) {
+        enter();
+        JCudaDriver.cuEventSynchronize(stop);
+        float[] ms = new float[1];
+        JCudaDriver.cuEventElapsedTime(ms, start, stop);
+        return ms[0];
+    }
+
     @Override
     public void close() {
         if (closed) {
@@ -428,6 +467,9 @@ public final class CudaRuntime implements AutoCloseable {
         cuMemFreeHost(stagingHost);
         for (CUmodule m : modules) {
             cuModuleUnload(m);
+        }
+        for (jcuda.driver.CUevent e : events) {
+            JCudaDriver.cuEventDestroy(e);
         }
         cuStreamDestroy(stream);
         cuDevicePrimaryCtxRelease(device);

@@ -1,0 +1,348 @@
+package dev.hyspec.bench;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.hyspec.backend.StateLayout;
+import dev.hyspec.backend.Tensor;
+import dev.hyspec.backend.cpu.CpuBackend;
+import dev.hyspec.backend.cuda.CudaBackend;
+import dev.hyspec.backend.cuda.CudaRuntime;
+import dev.hyspec.backend.cuda.EventTimer;
+import dev.hyspec.bench.StateWorkload.Op;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.Optional;
+import java.util.function.IntConsumer;
+
+/**
+ * The recurrent-state update of a verify row on the GPU, against its memory floor (DESIGN §10):
+ * Mamba2 at the Nemotron-H-8B layer shape and Gated DeltaNet at the Qwen3.5 shape, T ∈ {1, 4, 6}
+ * tokens per row, batch R ∈ {1 … 256}, for replay, intermediate-copy and plain decode, each
+ * through the batched {@link dev.hyspec.backend.Backend} operations (whatever the CUDA backend
+ * implements when it runs).
+ *
+ * <p>Floor: the bytes an operation must move ({@link StateWorkload#floorBytes}) at the device-copy
+ * bandwidth measured in the same run (a 1 GiB copy, read + write counted). Each figure is the
+ * median device time (CUDA events) per call: calls are queued behind a large copy so that they run
+ * back to back and the host's launch cost is hidden (a figure where the queue drained anyway is
+ * marked host-bound); each call takes the next of several independent sets of rows, at least
+ * 256 MiB of state in all, so L2 cannot hold what the next call reads. After timing, every
+ * operation is checked against the CPU reference on 2 rows ({@link StateUpdateCheck}); the exit
+ * status is 1 when a check fails.
+ *
+ * <pre>
+ * args: --out FILE.json [--quick]    (--quick: batches 1 and 64, fewer timed calls: a smoke test)
+ * </pre>
+ * Run on the device through {@code scripts/device/bench.sh}.
+ */
+public final class StateUpdateBench {
+    static final int[] TOKENS = {1, 4, 6};
+    static final int[] BATCHES = {1, 8, 32, 64, 128, 256};
+    static final int[] QUICK_BATCHES = {1, 64};
+    /** State across the sets a benchmark cycles through, at least (L2 is 50 MB on an H100). */
+    private static final long MIN_STATE_BYTES = 256L << 20;
+    private static final long COPY_BYTES = 1L << 30;
+
+    /** An architecture, the layout its states are in, and the operations timed there. */
+    record Case(StateWorkload workload, StateLayout layout, List<Op> ops) {}
+
+    static final List<Case> CASES = List.of(
+            new Case(StateWorkload.MAMBA2_8B, StateLayout.VK, List.of(Op.REPLAY, Op.INTERMEDIATE_COPY, Op.DECODE)),
+            new Case(StateWorkload.MAMBA2_8B, StateLayout.KV, List.of(Op.REPLAY)),
+            new Case(StateWorkload.GDN_QWEN35, StateLayout.KV, List.of(Op.REPLAY, Op.INTERMEDIATE_COPY, Op.DECODE)));
+
+    record Result(String arch, String op, StateLayout layout, int tokens, int batch, double medianUs, double floorUs,
+                  long floorBytes, int sets, int runs, boolean hostBound) {
+        double ratio() {
+            return medianUs / floorUs;
+        }
+
+        double achievedGBs() {
+            return floorBytes / (medianUs * 1e3);
+        }
+    }
+
+    /** How many calls to time, and within what budget of device time per figure. */
+    private record Effort(double budgetMs, int minRuns, int maxRuns, int copyRuns) {}
+
+    private static final Effort FULL = new Effort(600, 20, 100, 15);
+    private static final Effort QUICK = new Effort(150, 20, 24, 5);
+
+    private final CudaBackend gpu;
+    private final EventTimer timer;
+    private final Effort effort;
+    private final RandomPool random;
+    private Tensor copyA;   // [256, 2^20]: 1 GiB, the copy-bandwidth buffers, also the queue fillers
+    private Tensor copyB;
+    private double copyMs;
+
+    private StateUpdateBench(CudaBackend gpu, Effort effort, long seed) {
+        this.gpu = gpu;
+        this.timer = gpu.timer();
+        this.effort = effort;
+        this.random = new RandomPool(seed, 1 << 22);
+    }
+
+    public static void main(String[] args) throws IOException {
+        Path out = null;
+        boolean quick = false;
+        for (int i = 0; i < args.length; i++) {
+            switch (args[i]) {
+                case "--out" -> out = Path.of(args[++i]);
+                case "--quick" -> quick = true;
+                default -> usage("unknown argument " + args[i]);
+            }
+        }
+        if (out == null) {
+            usage("--out is required");
+        }
+        Optional<String> missing = CudaRuntime.unavailableReason();
+        if (missing.isPresent()) {
+            System.err.println("StateUpdateBench needs a CUDA device: " + missing.get());
+            System.exit(2);
+        }
+        long seed = System.nanoTime();
+        System.out.println("[state-update] seed " + seed + (quick ? ", quick run" : ""));
+        try (CudaBackend gpu = new CudaBackend(CudaBackend.Precision.FLOAT32)) {
+            System.exit(new StateUpdateBench(gpu, quick ? QUICK : FULL, seed).run(out, quick, quick ? QUICK_BATCHES
+                    : BATCHES));
+        }
+    }
+
+    private static void usage(String why) {
+        System.err.println(why + "\nusage: StateUpdateBench --out FILE.json [--quick]");
+        System.exit(2);
+    }
+
+    private int run(Path out, boolean quick, int[] batches) throws IOException {
+        long t0 = System.nanoTime();
+        double bandwidth = copyBandwidth();
+        System.out.printf(Locale.ROOT, "[state-update] %s: device copy bandwidth %.0f GB/s (1 GiB copy, read + write)%n",
+                gpu.deviceName(), bandwidth / 1e9);
+        List<Result> results = new ArrayList<>();
+        for (Case c : CASES) {
+            for (int batch : batches) {
+                measure(c, batch, bandwidth, results);
+            }
+        }
+        gpu.free(copyA);
+        gpu.free(copyB);
+        List<StateUpdateCheck.Result> checks = new ArrayList<>();
+        try (CpuBackend cpu = new CpuBackend()) {
+            for (Case c : CASES) {
+                for (Op op : c.ops()) {
+                    StateUpdateCheck.Result check = StateUpdateCheck.run(c.workload(), op, c.layout(),
+                            op == Op.DECODE ? 1 : 4, gpu, cpu, random);
+                    checks.add(check);
+                    System.out.printf(Locale.ROOT, "[state-update] check %s %s %s T=%d on %d rows: relative error %.2e %s%n",
+                            check.arch(), check.op(), check.layout(), check.tokens(), StateUpdateCheck.ROWS,
+                            check.relativeError(), check.passed() ? "ok" : "FAILED (tolerance "
+                                    + StateUpdateCheck.TOLERANCE + ")");
+                }
+            }
+        }
+        double seconds = (System.nanoTime() - t0) / 1e9;
+        StateUpdateTable.print(System.out, results, checks, bandwidth);
+        writeJson(out, results, checks, bandwidth, quick, seconds);
+        System.out.printf(Locale.ROOT, "[state-update] wrote %s (%.0f s)%n", out, seconds);
+        return checks.stream().allMatch(StateUpdateCheck.Result::passed) ? 0 : 1;
+    }
+
+    /** Device-to-device copy bandwidth, read + write counted: median of single 1 GiB copies. */
+    private double copyBandwidth() {
+        int cols = 1 << 20;
+        int rows = (int) (COPY_BYTES / 4 / cols);
+        copyA = gpu.zeros(rows, cols);
+        copyB = gpu.zeros(rows, cols);
+        gpu.copy(copyA, copyB);
+        gpu.copy(copyB, copyA);
+        double[] ms = new double[effort.copyRuns()];
+        for (int i = 0; i < ms.length; i++) {
+            timer.start();
+            gpu.copy(i % 2 == 0 ? copyA : copyB, i % 2 == 0 ? copyB : copyA);
+            ms[i] = timer.stopMillis();
+        }
+        copyMs = median(ms);
+        return 2.0 * COPY_BYTES / (copyMs / 1e3);
+    }
+
+    /** Times every operation of {@code c} at every T for {@code batch} rows, appending to {@code results}. */
+    private void measure(Case c, int batch, double bandwidth, List<Result> results) {
+        StateWorkload w = c.workload();
+        long setBytes = 4 * w.stateElements() * batch;
+        int sets = (int) Math.max(2, (MIN_STATE_BYTES + setBytes - 1) / setBytes);
+        int maxTokens = Arrays.stream(TOKENS).max().orElseThrow();
+        Tensor template = gpu.upload(random.take(Math.toIntExact(w.stateElements()), 0.5f), w.stateShape(c.layout()));
+        Tensor[] params = new Tensor[w.paramCount()];
+        for (int i = 0; i < params.length; i++) {
+            params[i] = gpu.upload(random.take(w.paramHeads(), 0.5f), w.paramHeads());
+        }
+        StateRows[] rows = new StateRows[sets];
+        for (int s = 0; s < sets; s++) {
+            rows[s] = new StateRows(w, gpu, c.layout(), batch, maxTokens, c.ops().contains(Op.INTERMEDIATE_COPY),
+                    template);
+        }
+        for (int tokens : TOKENS) {
+            for (StateRows r : rows) {
+                r.setTokens(tokens, random);
+                w.primeHistory(r, params);
+            }
+            for (Op op : c.ops()) {
+                if (op == Op.DECODE && tokens != 1) {
+                    continue;   // a decode row carries one token
+                }
+                long wall = System.nanoTime();
+                Timed t = time(s -> w.run(op, rows[s], params), sets);
+                long bytes = w.floorBytes(op, tokens, batch);
+                Result r = new Result(w.arch(), op.label, c.layout(), tokens, batch, t.medianUs(),
+                        bytes / bandwidth * 1e6, bytes, sets, t.runs(), t.hostBound());
+                results.add(r);
+                System.out.printf(Locale.ROOT,
+                        "[state-update] %-6s %-17s %s T=%d R=%3d: %10.1f us, floor %10.1f us, %5.2fx, %6.0f GB/s%s"
+                                + " (%d sets, %d calls, %.1f s)%n",
+                        r.arch(), r.op(), r.layout(), tokens, batch, r.medianUs(), r.floorUs(), r.ratio(),
+                        r.achievedGBs(), r.hostBound() ? " HOST-BOUND" : "", sets, t.runs(),
+                        (System.nanoTime() - wall) / 1e9);
+            }
+        }
+        for (StateRows r : rows) {
+            r.free();
+        }
+        for (Tensor p : params) {
+            gpu.free(p);
+        }
+        gpu.free(template);
+    }
+
+    private record Timed(double medianUs, int runs, boolean hostBound) {}
+
+    /**
+     * Median device µs per call of {@code call(set)}, the set advancing with every call. A sample is
+     * a few calls queued behind copies that take longer than issuing them, timed by events; it is
+     * host-bound when the device reached the start mark before the last call was issued.
+     */
+    private Timed time(IntConsumer call, int sets) {
+        int[] next = {0};
+        Runnable one = () -> {
+            call.accept(next[0]);
+            next[0] = (next[0] + 1) % sets;
+        };
+        one.run();
+        one.run();
+        gpu.synchronize();
+        long t0 = System.nanoTime();
+        for (int i = 0; i < 3; i++) {
+            one.run();
+        }
+        long t1 = System.nanoTime();
+        gpu.synchronize();
+        double hostMs = (t1 - t0) / 3e6;
+        double callMs = (System.nanoTime() - t0) / 3e6;
+        int runs = (int) Math.max(effort.minRuns(), Math.min(effort.maxRuns(), effort.budgetMs() / callMs));
+        int perSample = runs >= 80 ? 4 : runs >= 40 ? 2 : 1;
+        int samples = (runs + perSample - 1) / perSample;
+        int fillers = (int) Math.max(1, Math.min(8, Math.ceil(1.5 * perSample * hostMs / copyMs)));
+        double[] us = new double[samples];
+        int hostBound = 0;
+        for (int s = 0; s < samples; s++) {
+            for (int f = 0; f < fillers; f++) {
+                gpu.copy(f % 2 == 0 ? copyA : copyB, f % 2 == 0 ? copyB : copyA);
+            }
+            timer.start();
+            for (int i = 0; i < perSample; i++) {
+                one.run();
+            }
+            if (!timer.startPending()) {
+                hostBound++;
+            }
+            us[s] = timer.stopMillis() * 1e3 / perSample;
+        }
+        return new Timed(median(us), samples * perSample, 2 * hostBound > samples);
+    }
+
+    static double median(double[] v) {
+        double[] s = v.clone();
+        Arrays.sort(s);
+        int n = s.length;
+        return n % 2 == 1 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+    }
+
+    private void writeJson(Path out, List<Result> results, List<StateUpdateCheck.Result> checks, double bandwidth,
+                           boolean quick, double seconds) throws IOException {
+        ObjectMapper json = new ObjectMapper();
+        ObjectNode root = json.createObjectNode();
+        ObjectNode machine = root.putObject("machine");
+        machine.put("gpu", gpu.deviceName());
+        String driver = System.getProperty("hyspec.bench.driver", "").trim();
+        machine.put("driver", (driver.isEmpty() ? "" : driver + ", ") + "CUDA " + gpu.driverVersion());
+        root.put("date", Instant.now().toString());
+        root.put("quick", quick);
+        root.put("copyBandwidthGBs", round(bandwidth / 1e9, 1));
+        root.put("runSeconds", round(seconds, 1));
+        ObjectNode shapes = root.putObject("stateBytesPerRow");
+        for (Case c : CASES) {
+            shapes.put(c.workload().arch(), 4 * c.workload().stateElements());
+        }
+        ArrayNode rs = root.putArray("results");
+        for (Result r : results) {
+            ObjectNode n = rs.addObject();
+            n.put("arch", r.arch());
+            n.put("op", r.op());
+            n.put("layout", r.layout().name());
+            n.put("T", r.tokens());
+            n.put("batch", r.batch());
+            n.put("medianUs", round(r.medianUs(), 2));
+            n.put("floorUs", round(r.floorUs(), 2));
+            n.put("ratio", round(r.ratio(), 3));
+            n.put("achievedGBs", round(r.achievedGBs(), 1));
+            n.put("floorBytes", r.floorBytes());
+            n.put("sets", r.sets());
+            n.put("runs", r.runs());
+            n.put("hostBound", r.hostBound());
+            n.put("checkPassed", checks.stream().filter(k -> k.arch().equals(r.arch()) && k.op().equals(r.op())
+                    && k.layout() == r.layout()).allMatch(StateUpdateCheck.Result::passed));
+        }
+        ArrayNode sp = root.putArray("speedups");
+        for (StateUpdateTable.Speedup s : StateUpdateTable.speedups(results)) {
+            ObjectNode n = sp.addObject();
+            n.put("arch", s.arch());
+            n.put("layout", s.layout().name());
+            n.put("T", s.tokens());
+            n.put("batch", s.batch());
+            n.put("replayOverIntermediateCopy", round(s.factor(), 3));
+        }
+        ArrayNode cs = root.putArray("checks");
+        for (StateUpdateCheck.Result k : checks) {
+            ObjectNode n = cs.addObject();
+            n.put("arch", k.arch());
+            n.put("op", k.op());
+            n.put("layout", k.layout().name());
+            n.put("T", k.tokens());
+            n.put("batch", StateUpdateCheck.ROWS);
+            if (Double.isNaN(k.relativeError())) {
+                n.putNull("relativeError");
+            } else {
+                n.put("relativeError", k.relativeError());
+            }
+            n.put("tolerance", StateUpdateCheck.TOLERANCE);
+            n.put("passed", k.passed());
+        }
+        Path parent = out.toAbsolutePath().getParent();
+        if (parent != null) {
+            Files.createDirectories(parent);
+        }
+        Files.writeString(out, json.writerWithDefaultPrettyPrinter().writeValueAsString(root) + "\n");
+    }
+
+    private static double round(double v, int digits) {
+        double scale = Math.pow(10, digits);
+        return Math.round(v * scale) / scale;
+    }
+}
