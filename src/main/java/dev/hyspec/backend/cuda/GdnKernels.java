@@ -1,7 +1,11 @@
 package dev.hyspec.backend.cuda;
 
+import static jcuda.driver.JCudaDriver.cuOccupancyMaxActiveBlocksPerMultiprocessor;
+
 import dev.hyspec.backend.GdnDims;
 import dev.hyspec.backend.StateLayout;
+import java.util.HashMap;
+import java.util.Map;
 
 /**
  * The Gated DeltaNet scans, replay and replay outputs ({@code gdn.cu}). One kernel per operation,
@@ -12,6 +16,14 @@ import dev.hyspec.backend.StateLayout;
  * {@code aLog} and {@code dtBias} may each be F32, BF16 or F16 (passed as dtype codes the kernel
  * switches on, rather than one kernel per combination). Scan-states writes 8 states per launch
  * (pointer arguments: the driver API gives no host-side address to stage an array of them).
+ *
+ * <p>The batched forms (R rows of T tokens) are one launch each whatever R: the per-row states,
+ * histories, scratch states and replay counts reach the kernel as staged device tables, so the
+ * launch's arguments and grid depend only on R, T and the shapes and a captured step replays for
+ * any rows. Their grid is (column tiles, Hv, Z): block z runs rows z, z + Z, … in turn, copying the
+ * next row's state into shared memory while it computes the current one, and Z is as large as fits
+ * the device in one wave. Where the batch fills more than a wave, a thread holds two columns
+ * (two independent reduction chains, twice the bytes per block).
  */
 final class GdnKernels {
     /** States written per launch of the scan-states kernel (its pointer arguments). */
@@ -20,9 +32,26 @@ final class GdnKernels {
     static final int MAX_KEY_HEAD_DIM = 256;
 
     private final CudaRuntime rt;
+    /** Resident blocks per SM, by kernel and dynamic shared memory. */
+    private final Map<String, Integer> occupancy = new HashMap<>();
+    /** Batched launches: columns per thread and blocks along the rows (Z), 0 = chosen per launch. */
+    private int batchColumns;
+    private int batchGridRows;
 
     GdnKernels(CudaRuntime rt) {
         this.rt = rt;
+    }
+
+    /**
+     * Fixes the tiling of batched launches (benchmarks and tests): {@code columnsPerThread} 1 or 2,
+     * {@code gridRows} the blocks along the rows (clamped to R); 0 leaves a choice automatic.
+     */
+    void batchTiling(int columnsPerThread, int gridRows) {
+        if (columnsPerThread < 0 || columnsPerThread > 2 || gridRows < 0) {
+            throw new IllegalArgumentException("batch tiling " + columnsPerThread + " columns, " + gridRows + " rows");
+        }
+        this.batchColumns = columnsPerThread;
+        this.batchGridRows = gridRows;
     }
 
     void scan(CudaTensor state, StateLayout layout, CudaTensor qkv, CudaTensor a, CudaTensor b, CudaTensor aLog,
@@ -99,9 +128,136 @@ final class GdnKernels {
                 types(aLog, dtBias));
     }
 
+    // ---- batched generate rows ----
+
+    /** {@code gatedDeltaScanBatch}: plain decode of R rows, {@code states[r]} in place. */
+    void scanBatch(CudaTensor[] states, StateLayout layout, CudaTensor qkv, CudaTensor a, CudaTensor b,
+                   CudaTensor aLog, CudaTensor dtBias, GdnDims dims, int tokensPerRow, CudaTensor out) {
+        String op = "gatedDeltaScanBatch";
+        checkBatch(op, states, qkv, a, b, aLog, dtBias, dims, tokensPerRow, out);
+        if (states.length == 0 || tokensPerRow == 0) {
+            return;
+        }
+        int[] hd = packed(dims);
+        launchBatch("scan_batch", layout, dims, states.length, rt.stagePointers(states), qkv, a, b, aLog, dtBias,
+                out, tokensPerRow, states.length, hd[0], hd[1], types(aLog, dtBias));
+    }
+
+    /** {@code gatedDeltaScanStatesBatch}: the state after token t of row r written to {@code scratch[r][t]}. */
+    void scanStatesBatch(CudaTensor[] states, StateLayout layout, CudaTensor qkv, CudaTensor a, CudaTensor b,
+                         CudaTensor aLog, CudaTensor dtBias, GdnDims dims, CudaTensor[][] scratch, int tokensPerRow,
+                         CudaTensor out) {
+        String op = "gatedDeltaScanStatesBatch";
+        checkBatch(op, states, qkv, a, b, aLog, dtBias, dims, tokensPerRow, out);
+        int rows = states.length;
+        if (scratch.length != rows) {
+            throw new IllegalArgumentException(op + ": " + scratch.length + " scratch rows for " + rows + " states");
+        }
+        CudaTensor[] table = new CudaTensor[rows * tokensPerRow];   // [R·T]
+        for (int r = 0; r < rows; r++) {
+            if (scratch[r].length < tokensPerRow) {
+                throw new IllegalArgumentException(op + ": row " + r + " has " + scratch[r].length
+                        + " scratch states for " + tokensPerRow + " tokens");
+            }
+            for (int t = 0; t < tokensPerRow; t++) {
+                CudaTensor s = scratch[r][t];
+                if (s.numel() != states[r].numel()) {
+                    throw new IllegalArgumentException(op + ": scratch state " + s + " of row " + r
+                            + " is not the shape of " + states[r]);
+                }
+                table[r * tokensPerRow + t] = s;
+            }
+        }
+        if (rows == 0 || tokensPerRow == 0) {
+            return;
+        }
+        int[] hd = packed(dims);
+        launchBatch("states_batch", layout, dims, rows, rt.stagePointers(states), rt.stagePointers(table), qkv, a, b,
+                aLog, dtBias, out, tokensPerRow, rows, hd[0], hd[1], types(aLog, dtBias));
+    }
+
     /**
-     * Launches {@code gdn_OP_LAYOUT_rR} over (value-column tiles, value heads). Few arguments on
-     * purpose: every one costs host time in the launch.
+     * {@code gatedDeltaReplayVerifyBatch}: per row, replay {@code counts[r]} rows of {@code previous[r]}
+     * on chip, write S(L) back once (not where the count is 0), then the T tokens' outputs from it and
+     * their history rows into {@code next[r]}.
+     */
+    void replayVerifyBatch(CudaTensor[] states, StateLayout layout, CudaTensor[] previous, int[] counts,
+                           CudaTensor qkv, CudaTensor a, CudaTensor b, CudaTensor aLog, CudaTensor dtBias,
+                           GdnDims dims, CudaTensor[] next, int tokensPerRow, CudaTensor out) {
+        String op = "gatedDeltaReplayVerifyBatch";
+        checkBatch(op, states, qkv, a, b, aLog, dtBias, dims, tokensPerRow, out);
+        int rows = states.length;
+        if (previous.length != rows || counts.length != rows || next.length != rows) {
+            throw new IllegalArgumentException(op + ": " + rows + " states but " + previous.length + " previous, "
+                    + counts.length + " counts, " + next.length + " next histories");
+        }
+        for (int r = 0; r < rows; r++) {
+            checkHistory(op, previous[r], dims, counts[r]);
+            checkHistory(op, next[r], dims, tokensPerRow);
+            if (overlap(previous[r], next[r])) {
+                throw new IllegalArgumentException(op + ": row " + r + " reads and writes the same history "
+                        + next[r] + " (the replay history is double-buffered)");
+            }
+        }
+        if (rows == 0 || tokensPerRow == 0) {
+            return;
+        }
+        int[] hd = packed(dims);
+        launchBatch("replay_verify", layout, dims, rows, rt.stagePointers(states), rt.stagePointers(previous),
+                rt.stage(counts), rt.stagePointers(next), qkv, a, b, aLog, dtBias, out, tokensPerRow, rows, hd[0],
+                hd[1], types(aLog, dtBias));
+    }
+
+    /**
+     * Launches {@code gdn_OP_LAYOUT_rR_cCPT} over (value-column tiles, value heads, Z) for {@code rows}
+     * rows: see the class comment for the choice of columns per thread and Z.
+     */
+    private void launchBatch(String op, StateLayout layout, GdnDims dims, int rows, Object... args) {
+        boolean kv = layout == StateLayout.KV;
+        int columns = kv ? 16 : 4;
+        int threads = kv ? 512 : 128;
+        int lanes = rowsPerLane(dims.keyHeadDim());
+        int dv = dims.valueHeadDim();
+        String prefix = "gdn_" + op + "_" + (kv ? "kv" : "vk") + "_r" + lanes + "_c";
+        int cpt = batchColumns;
+        if (cpt == 0) {
+            int tiles = (dv + columns - 1) / columns * dims.numValueHeads();
+            cpt = dv > columns && (long) tiles * rows > perWave(prefix + 1, threads, 2 * lanes * threads * 4) ? 2 : 1;
+        }
+        String kernel = prefix + cpt;
+        int gridX = (dv + columns * cpt - 1) / (columns * cpt);
+        int twoBuffers = 2 * cpt * lanes * threads * 4;
+        int gridZ = batchGridRows > 0 ? batchGridRows
+                : Math.max(1, perWave(kernel, threads, twoBuffers) / (gridX * dims.numValueHeads()));
+        gridZ = Math.min(gridZ, rows);
+        int shared = gridZ < rows ? twoBuffers : twoBuffers / 2;
+        rt.allowSharedMemory(kernel, shared);
+        rt.launch(kernel, gridX, dims.numValueHeads(), gridZ, threads, shared, args);
+    }
+
+    /** Blocks of {@code kernel} resident on the whole device at once. */
+    private int perWave(String kernel, int threads, int sharedBytes) {
+        Integer perSm = occupancy.computeIfAbsent(kernel + "/" + sharedBytes, k -> {
+            rt.allowSharedMemory(kernel, sharedBytes);
+            int[] n = new int[1];
+            cuOccupancyMaxActiveBlocksPerMultiprocessor(n, rt.function(kernel), threads, sharedBytes);
+            return Math.max(1, n[0]);
+        });
+        return perSm * rt.smCount();
+    }
+
+    /** Whether two tensors share device memory. */
+    private static boolean overlap(CudaTensor x, CudaTensor y) {
+        long ax = StepGraphs.address(x.ptr());
+        long ay = StepGraphs.address(y.ptr());
+        long bx = x.numel() * x.dtype().bytes();
+        long by = y.numel() * y.dtype().bytes();
+        return ax < ay + by && ay < ax + bx;
+    }
+
+    /**
+     * Launches {@code gdn_OP_LAYOUT_rR} over (value-column tiles, value heads), one row. Few
+     * arguments on purpose: every one costs host time in the launch.
      */
     private void launch(String op, StateLayout layout, GdnDims dims, Object... args) {
         int rows = rowsPerLane(dims.keyHeadDim());
@@ -109,7 +265,10 @@ final class GdnKernels {
         int columns = kv ? 16 : 4;
         int threads = kv ? 512 : 128;
         String kernel = "gdn_" + op + "_" + (kv ? "kv" : "vk") + "_r" + rows;
-        rt.launch(kernel, (dims.valueHeadDim() + columns - 1) / columns, dims.numValueHeads(), 1, threads, 0, args);
+        int shared = rows * threads * 4;   // the state copy, one buffer
+        rt.allowSharedMemory(kernel, shared);
+        rt.launch(kernel, (dims.valueHeadDim() + columns - 1) / columns, dims.numValueHeads(), 1, threads, shared,
+                args);
     }
 
     /** {@code {Hk | Hv << 16, Dk | Dv << 16}}, as the kernels take them. */
@@ -166,6 +325,24 @@ final class GdnKernels {
         int[] s = history.shape();
         if (s.length != 2 || s[1] != width || rows < 0 || s[0] < rows) {
             throw new IllegalArgumentException(op + ": history " + history + " is not [>=" + rows + ", " + width + "]");
+        }
+    }
+
+    /** Checks the shapes of a batched call: R states, token inputs {@code [R·T, ·]}. */
+    private static void checkBatch(String op, CudaTensor[] states, CudaTensor qkv, CudaTensor a, CudaTensor b,
+                                   CudaTensor aLog, CudaTensor dtBias, GdnDims dims, int tokensPerRow,
+                                   CudaTensor out) {
+        if (states.length == 0) {
+            checkDims(op, dims);
+            return;
+        }
+        int tokens = checkTokens(op, states[0], qkv, a, b, aLog, dtBias, dims, out);
+        if (tokensPerRow < 0 || tokens != (long) states.length * tokensPerRow) {
+            throw new IllegalArgumentException(op + ": qkv " + qkv + " does not hold " + states.length + " rows of "
+                    + tokensPerRow + " tokens");
+        }
+        for (CudaTensor s : states) {
+            checkState(op, s, dims);
         }
     }
 
