@@ -1,11 +1,7 @@
 package dev.hyspec.backend.cuda;
 
-import static jcuda.driver.JCudaDriver.cuOccupancyMaxActiveBlocksPerMultiprocessor;
-
 import dev.hyspec.backend.GdnDims;
 import dev.hyspec.backend.StateLayout;
-import java.util.HashMap;
-import java.util.Map;
 
 /**
  * The Gated DeltaNet scans, replay and replay outputs ({@code gdn.cu}). One kernel per operation,
@@ -17,13 +13,12 @@ import java.util.Map;
  * switches on, rather than one kernel per combination). Scan-states writes 8 states per launch
  * (pointer arguments: the driver API gives no host-side address to stage an array of them).
  *
- * <p>The batched forms (R rows of T tokens) are one launch each whatever R: the per-row states,
- * histories, scratch states and replay counts reach the kernel as staged device tables, so the
- * launch's arguments and grid depend only on R, T and the shapes and a captured step replays for
- * any rows. Their grid is (column tiles, Hv, Z): block z runs rows z, z + Z, … in turn, copying the
- * next row's state into shared memory while it computes the current one, and Z is as large as fits
- * the device in one wave. Where the batch fills more than a wave, a thread holds two columns
- * (two independent reduction chains, twice the bytes per block).
+ * <p>The batched forms (R rows of T tokens) are one launch each whatever R, over (column tiles,
+ * Hv, R): the per-row states, histories, scratch states and replay counts reach the kernel as one
+ * staged device table (one host-to-device copy), so the launch's arguments and grid depend only on
+ * R, T and the shapes and a captured step replays for any rows. Small batches use the per-row
+ * kernels' mapping (one or two columns per thread); larger ones the wide mapping, where a warp owns
+ * 8 columns with the rows along its lanes (see {@code gdn.cu}).
  */
 final class GdnKernels {
     /** States written per launch of the scan-states kernel (its pointer arguments). */
@@ -31,27 +26,30 @@ final class GdnKernels {
     /** The largest key head dim the kernels hold in registers (8 rows per lane). */
     static final int MAX_KEY_HEAD_DIM = 256;
 
+    /** Columns a warp of the wide batched mapping owns, and its warps per block. */
+    private static final int WIDE_COLUMNS = 8;
+    private static final int WIDE_WARPS = 8;
+    /** The largest key head dim of the wide mapping (4 rows per lane). */
+    private static final int WIDE_MAX_KEY_HEAD_DIM = 128;
+
     private final CudaRuntime rt;
-    /** Resident blocks per SM, by kernel and dynamic shared memory. */
-    private final Map<String, Integer> occupancy = new HashMap<>();
-    /** Batched launches: columns per thread and blocks along the rows (Z), 0 = chosen per launch. */
+    /** Batched launches: value columns per thread (1, 2: narrow; 8: wide), 0 = chosen per launch. */
     private int batchColumns;
-    private int batchGridRows;
 
     GdnKernels(CudaRuntime rt) {
         this.rt = rt;
     }
 
     /**
-     * Fixes the tiling of batched launches (benchmarks and tests): {@code columnsPerThread} 1 or 2,
-     * {@code gridRows} the blocks along the rows (clamped to R); 0 leaves a choice automatic.
+     * Fixes the mapping of batched launches (benchmarks and tests): 1 or 2 columns per thread (narrow),
+     * 8 (wide, key head dim ≤ 128), or 0 to choose per launch.
      */
-    void batchTiling(int columnsPerThread, int gridRows) {
-        if (columnsPerThread < 0 || columnsPerThread > 2 || gridRows < 0) {
-            throw new IllegalArgumentException("batch tiling " + columnsPerThread + " columns, " + gridRows + " rows");
+    void batchTiling(int columnsPerThread) {
+        if (columnsPerThread != 0 && columnsPerThread != 1 && columnsPerThread != 2
+                && columnsPerThread != WIDE_COLUMNS) {
+            throw new IllegalArgumentException("batch tiling of " + columnsPerThread + " columns per thread");
         }
         this.batchColumns = columnsPerThread;
-        this.batchGridRows = gridRows;
     }
 
     void scan(CudaTensor state, StateLayout layout, CudaTensor qkv, CudaTensor a, CudaTensor b, CudaTensor aLog,
@@ -138,9 +136,8 @@ final class GdnKernels {
         if (states.length == 0 || tokensPerRow == 0) {
             return;
         }
-        int[] hd = packed(dims);
-        launchBatch("scan_batch", layout, dims, states.length, rt.stagePointers(states), qkv, a, b, aLog, dtBias,
-                out, tokensPerRow, states.length, hd[0], hd[1], types(aLog, dtBias));
+        launchBatch("scan_batch", layout, dims, table(0, states), states.length, tokensPerRow, qkv, a, b, aLog, dtBias,
+                out);
     }
 
     /** {@code gatedDeltaScanStatesBatch}: the state after token t of row r written to {@code scratch[r][t]}. */
@@ -153,7 +150,7 @@ final class GdnKernels {
         if (scratch.length != rows) {
             throw new IllegalArgumentException(op + ": " + scratch.length + " scratch rows for " + rows + " states");
         }
-        CudaTensor[] table = new CudaTensor[rows * tokensPerRow];   // [R·T]
+        CudaTensor[] flat = new CudaTensor[rows * tokensPerRow];   // [R·T]
         for (int r = 0; r < rows; r++) {
             if (scratch[r].length < tokensPerRow) {
                 throw new IllegalArgumentException(op + ": row " + r + " has " + scratch[r].length
@@ -165,15 +162,14 @@ final class GdnKernels {
                     throw new IllegalArgumentException(op + ": scratch state " + s + " of row " + r
                             + " is not the shape of " + states[r]);
                 }
-                table[r * tokensPerRow + t] = s;
+                flat[r * tokensPerRow + t] = s;
             }
         }
         if (rows == 0 || tokensPerRow == 0) {
             return;
         }
-        int[] hd = packed(dims);
-        launchBatch("states_batch", layout, dims, rows, rt.stagePointers(states), rt.stagePointers(table), qkv, a, b,
-                aLog, dtBias, out, tokensPerRow, rows, hd[0], hd[1], types(aLog, dtBias));
+        launchBatch("states_batch", layout, dims, table(0, states, flat), rows, tokensPerRow, qkv, a, b, aLog, dtBias,
+                out);
     }
 
     /**
@@ -202,48 +198,84 @@ final class GdnKernels {
         if (rows == 0 || tokensPerRow == 0) {
             return;
         }
-        int[] hd = packed(dims);
-        launchBatch("replay_verify", layout, dims, rows, rt.stagePointers(states), rt.stagePointers(previous),
-                rt.stage(counts), rt.stagePointers(next), qkv, a, b, aLog, dtBias, out, tokensPerRow, rows, hd[0],
-                hd[1], types(aLog, dtBias));
+        long[] table = table(rows, states, previous, next);   // then the counts
+        for (int r = 0; r < rows; r++) {
+            table[3 * rows + r] = counts[r];
+        }
+        launchBatch("replay_verify", layout, dims, table, rows, tokensPerRow, qkv, a, b, aLog, dtBias, out);
     }
 
     /**
-     * Launches {@code gdn_OP_LAYOUT_rR_cCPT} over (value-column tiles, value heads, Z) for {@code rows}
-     * rows: see the class comment for the choice of columns per thread and Z.
+     * The row table a batched kernel reads: the device addresses of the tensors, group after group,
+     * then {@code extra} values the caller fills.
      */
-    private void launchBatch(String op, StateLayout layout, GdnDims dims, int rows, Object... args) {
-        boolean kv = layout == StateLayout.KV;
-        int columns = kv ? 16 : 4;
-        int threads = kv ? 512 : 128;
-        int lanes = rowsPerLane(dims.keyHeadDim());
-        int dv = dims.valueHeadDim();
-        String prefix = "gdn_" + op + "_" + (kv ? "kv" : "vk") + "_r" + lanes + "_c";
-        int cpt = batchColumns;
-        if (cpt == 0) {
-            int tiles = (dv + columns - 1) / columns * dims.numValueHeads();
-            cpt = dv > columns && (long) tiles * rows > perWave(prefix + 1, threads, 2 * lanes * threads * 4) ? 2 : 1;
+    private static long[] table(int extra, CudaTensor[]... groups) {
+        int n = extra;
+        for (CudaTensor[] g : groups) {
+            n += g.length;
         }
-        String kernel = prefix + cpt;
-        int gridX = (dv + columns * cpt - 1) / (columns * cpt);
-        int twoBuffers = 2 * cpt * lanes * threads * 4;
-        int gridZ = batchGridRows > 0 ? batchGridRows
-                : Math.max(1, perWave(kernel, threads, twoBuffers) / (gridX * dims.numValueHeads()));
-        gridZ = Math.min(gridZ, rows);
-        int shared = gridZ < rows ? twoBuffers : twoBuffers / 2;
-        rt.allowSharedMemory(kernel, shared);
-        rt.launch(kernel, gridX, dims.numValueHeads(), gridZ, threads, shared, args);
+        long[] out = new long[n];
+        int i = 0;
+        for (CudaTensor[] g : groups) {
+            for (CudaTensor t : g) {
+                out[i++] = StepGraphs.address(t.ptr());
+            }
+        }
+        return out;
     }
 
-    /** Blocks of {@code kernel} resident on the whole device at once. */
-    private int perWave(String kernel, int threads, int sharedBytes) {
-        Integer perSm = occupancy.computeIfAbsent(kernel + "/" + sharedBytes, k -> {
-            rt.allowSharedMemory(kernel, sharedBytes);
-            int[] n = new int[1];
-            cuOccupancyMaxActiveBlocksPerMultiprocessor(n, rt.function(kernel), threads, sharedBytes);
-            return Math.max(1, n[0]);
-        });
-        return perSm * rt.smCount();
+    /**
+     * Launches a batched kernel over (value-column tiles, value heads, rows): {@code gdn_OP_wide_LAYOUT_rR}
+     * (256 threads, 64 columns a block) or {@code gdn_OP_LAYOUT_rR_cCPT} (the per-row kernels' blocks,
+     * CPT columns per thread), the row table staged in one copy.
+     */
+    private void launchBatch(String op, StateLayout layout, GdnDims dims, long[] table, int rows, int tokensPerRow,
+                             CudaTensor qkv, CudaTensor a, CudaTensor b, CudaTensor aLog, CudaTensor dtBias,
+                             CudaTensor out) {
+        if (rows > 0xffff) {
+            throw new IllegalArgumentException("a batched Gated DeltaNet launch takes at most 65535 rows, not " + rows);
+        }
+        boolean kv = layout == StateLayout.KV;
+        int lanes = rowsPerLane(dims.keyHeadDim());
+        int dv = dims.valueHeadDim();
+        int hv = dims.numValueHeads();
+        int cpt = batchColumns != 0 ? batchColumns : batchColumns(kv, dims, rows);
+        if (cpt == WIDE_COLUMNS && dims.keyHeadDim() > WIDE_MAX_KEY_HEAD_DIM) {
+            cpt = 2;
+        }
+        String kernel;
+        int gridX;
+        int threads;
+        if (cpt == WIDE_COLUMNS) {
+            kernel = "gdn_" + op + "_wide_" + (kv ? "kv" : "vk") + "_r" + lanes;
+            gridX = (dv + WIDE_COLUMNS * WIDE_WARPS - 1) / (WIDE_COLUMNS * WIDE_WARPS);
+            threads = 32 * WIDE_WARPS;
+        } else {
+            int columns = (kv ? 16 : 4) * cpt;
+            kernel = "gdn_" + op + "_" + (kv ? "kv" : "vk") + "_r" + lanes + "_c" + cpt;
+            gridX = (dv + columns - 1) / columns;
+            threads = kv ? 512 : 128;
+        }
+        boolean aligned = true;   // every state address 16-byte aligned: the wide KV kernels then move float4
+        for (int i = 0; i < table.length - (op.equals("replay_verify") ? 3 * rows : 0); i++) {
+            aligned &= table[i] % 16 == 0;
+        }
+        int[] hd = packed(dims);
+        rt.launch(kernel, gridX, hv, rows, threads, 0, rt.stage(table), qkv, a, b, aLog, dtBias, out, tokensPerRow,
+                rows, hd[0], hd[1], types(aLog, dtBias) | (aligned ? 1 << 16 : 0));
+    }
+
+    /**
+     * The columns per thread of a batched launch: the narrow mapping, one column per thread, while its
+     * blocks fit the device at once; beyond, the wide mapping (two narrow columns where Dk > 128).
+     */
+    private int batchColumns(boolean kv, GdnDims dims, int rows) {
+        int perWave = rt.smCount() * (kv ? 2 : 8);
+        long blocks = (long) (dims.valueHeadDim() + (kv ? 15 : 3)) / (kv ? 16 : 4) * dims.numValueHeads() * rows;
+        if (blocks <= perWave) {
+            return 1;
+        }
+        return dims.keyHeadDim() <= WIDE_MAX_KEY_HEAD_DIM ? WIDE_COLUMNS : 2;
     }
 
     /** Whether two tensors share device memory. */
@@ -265,10 +297,7 @@ final class GdnKernels {
         int columns = kv ? 16 : 4;
         int threads = kv ? 512 : 128;
         String kernel = "gdn_" + op + "_" + (kv ? "kv" : "vk") + "_r" + rows;
-        int shared = rows * threads * 4;   // the state copy, one buffer
-        rt.allowSharedMemory(kernel, shared);
-        rt.launch(kernel, (dims.valueHeadDim() + columns - 1) / columns, dims.numValueHeads(), 1, threads, shared,
-                args);
+        rt.launch(kernel, (dims.valueHeadDim() + columns - 1) / columns, dims.numValueHeads(), 1, threads, 0, args);
     }
 
     /** {@code {Hk | Hv << 16, Dk | Dv << 16}}, as the kernels take them. */

@@ -46,8 +46,8 @@ class GdnBatchKernelsTest {
     private static final int[] ROWS = {1, 3, 8};
     private static final int[] TOKENS = {1, 4, 6};
     private static final GdnDims QWEN35 = new GdnDims(16, 32, 128, 128);
-    /** Automatic, then {columns per thread, blocks along the rows}: pipelined and one row per block. */
-    private static final int[][] TILINGS = {{0, 0}, {1, 1}, {2, 1}, {1, 1 << 20}, {2, 2}};
+    /** Automatic, then columns per thread: narrow 1 and 2, wide 8. */
+    private static final int[] TILINGS = {0, 1, 2, 8};
 
     static Stream<Arguments> cases() {
         GdnDims[] shapes = {
@@ -167,7 +167,7 @@ class GdnBatchKernelsTest {
                 }
             }
         } finally {
-            gpu.gdnKernels().batchTiling(0, 0);
+            gpu.gdnKernels().batchTiling(0);
         }
         run(failures, "device memory", () -> assertEquals(live, gpu.liveBytes(), "tensors left allocated"));
         if (!failures.isEmpty()) {
@@ -221,8 +221,8 @@ class GdnBatchKernelsTest {
         return out;
     }
 
-    private static String tiling(int[] t) {
-        return t[0] == 0 ? "auto tiling" : "tiling " + t[0] + " columns/thread, " + t[1] + " block rows";
+    private static String tiling(int t) {
+        return t == 0 ? "auto tiling" : t == 8 ? "wide tiling" : "narrow tiling, " + t + " columns/thread";
     }
 
     private static void checkScan(CudaBackend gpu, Batch in, String tag, List<String> failures, long seed) {
@@ -236,8 +236,8 @@ class GdnBatchKernelsTest {
         float[][] wantStates = download(Gpu.CPU, cpu.states);
         Worst out = new Worst(String.format(tag, "scan out"));
         Worst states = new Worst(String.format(tag, "scan states"));
-        for (int[] t : TILINGS) {
-            gpu.gdnKernels().batchTiling(t[0], t[1]);
+        for (int t : TILINGS) {
+            gpu.gdnKernels().batchTiling(t);
             Io g = new Io(gpu, in);
             Tensor o = Gpu.poisoned(n, d.valueDim());
             try {
@@ -271,8 +271,8 @@ class GdnBatchKernelsTest {
         float[] wantOut = Gpu.CPU.download(cpuOut);
         Worst out = new Worst(String.format(tag, "scanStates out"));
         Worst scratch = new Worst(String.format(tag, "scanStates scratch"));
-        for (int[] t : TILINGS) {
-            gpu.gdnKernels().batchTiling(t[0], t[1]);
+        for (int t : TILINGS) {
+            gpu.gdnKernels().batchTiling(t);
             Io g = new Io(gpu, in);
             Tensor o = Gpu.poisoned(n, d.valueDim());
             Tensor[][] s = new Tensor[in.rows()][in.tokens()];
@@ -327,8 +327,8 @@ class GdnBatchKernelsTest {
         Worst out = new Worst(String.format(tag, "replayVerify out"));
         Worst states = new Worst(String.format(tag, "replayVerify S(L)"));
         Worst hist = new Worst(String.format(tag, "replayVerify history"));
-        for (int[] t : TILINGS) {
-            gpu.gdnKernels().batchTiling(t[0], t[1]);
+        for (int t : TILINGS) {
+            gpu.gdnKernels().batchTiling(t);
             Io g = new Io(gpu, in);
             Tensor o = Gpu.poisoned(n, d.valueDim());
             Tensor[] prev = new Tensor[in.rows()];
@@ -479,10 +479,10 @@ class GdnBatchKernelsTest {
 
     /**
      * Replay verify at the Qwen3.5 shape (|S| = 2 MiB per row), every row replaying T rows: per
-     * tiling at R = 64, T = 4; against intermediate-copy (scan-states, then the commit's copy of one
-     * state per row); and over R ∈ 1…256, T ∈ {1, 4, 6}. GPU time per call between events with the
-     * calls queued behind a long memset (launch overhead hidden), and host wall-clock per call around
-     * a sync (informative). The floor is one read and one write of |S| per row at 3.0 TB/s.
+     * mapping at R = 64, T = 4; against intermediate-copy (scan-states, then the commit's copy of one
+     * state per row); and per mapping over R ∈ 1…256, T ∈ {1, 4, 6}. GPU time per call between events
+     * with the calls queued behind a long memset (launch overhead hidden), and host wall-clock per
+     * call around a sync (informative). The floor is one read and one write of |S| per row at 3.0 TB/s.
      */
     @Test
     void speedAtQwen35Shape() throws ReflectiveOperationException {
@@ -492,23 +492,22 @@ class GdnBatchKernelsTest {
         long stateBytes = 4L * stateSize(d);
         System.out.printf(Locale.ROOT, "[gdn-batch-speed] device %s; |S| = %.2f MiB (Hk=16 Hv=32 Dk=Dv=128); floor"
                 + " 2·|S|·R at %.1f TB/s; informative%n", gpu.deviceName(), stateBytes / 1048576.0, BANDWIDTH / 1e12);
-        int[][] tilings = {{0, 0}, {1, 1 << 20}, {1, 0}, {2, 1 << 20}, {2, 0}};
         try {
             for (StateLayout layout : StateLayout.values()) {
                 try (Rows x = new Rows(gpu, d, layout, 64, 4, true)) {
-                    for (int[] t : tilings) {
-                        gpu.gdnKernels().batchTiling(t[0], t[1]);
+                    for (int t : new int[] {1, 2, 8}) {
+                        gpu.gdnKernels().batchTiling(t);
                         report(rt, gpu, "replayVerify " + layout + " R=64 T=4, " + tiling(t), 2 * stateBytes * 64,
                                 x::verify);
                     }
-                    gpu.gdnKernels().batchTiling(0, 0);
-                    double verify = report(rt, gpu, "replayVerify " + layout + " R=64 T=4 (auto)", 2 * stateBytes * 64,
+                    gpu.gdnKernels().batchTiling(0);
+                    double verify = report(rt, gpu, "replayVerify " + layout + " R=64 T=4, auto", 2 * stateBytes * 64,
                             x::verify);
-                    double states = report(rt, gpu, "scanStates   " + layout + " R=64 T=4", 5 * stateBytes * 64,
+                    double states = report(rt, gpu, "scanStates   " + layout + " R=64 T=4, auto", 5 * stateBytes * 64,
                             x::scanStates);
-                    double commit = report(rt, gpu, "commit copy  " + layout + " R=64 (one |S| per row)",
+                    double commit = report(rt, gpu, "commit copy  " + layout + " R=64 (copyBatch, one |S| per row)",
                             2 * stateBytes * 64, x::commit);
-                    report(rt, gpu, "scan         " + layout + " R=64 T=4", 2 * stateBytes * 64, x::scan);
+                    report(rt, gpu, "scan         " + layout + " R=64 T=4, auto", 2 * stateBytes * 64, x::scan);
                     System.out.printf(Locale.ROOT, "[gdn-batch-speed] %s R=64 T=4: intermediate-copy (scanStates +"
                             + " commit) %.1f us vs replay verify %.1f us: %.2fx%n", layout, states + commit, verify,
                             (states + commit) / verify);
@@ -516,14 +515,17 @@ class GdnBatchKernelsTest {
                 for (int tokens : TOKENS) {
                     for (int rows : new int[] {1, 8, 32, 64, 128, 256}) {
                         try (Rows x = new Rows(gpu, d, layout, rows, tokens, false)) {
-                            report(rt, gpu, String.format(Locale.ROOT, "replayVerify %s R=%d T=%d", layout, rows,
-                                    tokens), 2 * stateBytes * rows, x::verify);
+                            for (int t : new int[] {1, 2, 8}) {
+                                gpu.gdnKernels().batchTiling(t);
+                                report(rt, gpu, String.format(Locale.ROOT, "replayVerify %s R=%d T=%d %s", layout, rows,
+                                        tokens, t == 8 ? "wide" : "narrow c" + t), 2 * stateBytes * rows, x::verify);
+                            }
                         }
                     }
                 }
             }
         } finally {
-            gpu.gdnKernels().batchTiling(0, 0);
+            gpu.gdnKernels().batchTiling(0);
         }
     }
 
@@ -663,9 +665,9 @@ class GdnBatchKernelsTest {
         gpu.synchronize();
         double wallUs = (System.nanoTime() - t0) / 1000.0 / iters;
         double floorUs = bytes / BANDWIDTH * 1e6;
-        System.out.printf(Locale.ROOT, "[gdn-batch-speed] %s: GPU %.1f us/call, %.2f TB/s (floor %.1f us, %.2fx floor);"
-                + " wall-clock %.1f us/call around a sync (informative)%n", what, gpuUs, bytes / (gpuUs * 1e-6) / 1e12,
-                floorUs, gpuUs / floorUs, wallUs);
+        System.out.printf(Locale.ROOT, "[gdn-batch-speed] %s: GPU %.1f us, %.2f TB/s, %.2fx floor (%.1f us); wall-clock"
+                + " %.1f us/call (informative)%n", what, gpuUs, bytes / (gpuUs * 1e-6) / 1e12, gpuUs / floorUs, floorUs,
+                wallUs);
         return gpuUs;
     }
 }
