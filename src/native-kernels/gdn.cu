@@ -10,8 +10,9 @@
 // tile of columns of one value head and keeps them in registers over all steps of its row, so the
 // state is read once and (scan, replay) written once. Two thread mappings:
 //
-// Narrow (per-row kernels, small batches): 32 "row groups" split the Dk rows (row i belongs to row
-// group i mod 32, R = ceil(Dk/32) rows per thread), each thread holds CPT columns (1 or 2).
+// Narrow (per-row kernels: one column per thread; small batches: two): 32 "row groups" split the
+// Dk rows (row i belongs to row group i mod 32, R = ceil(Dk/32) rows per thread), each thread holds
+// CPT columns.
 //   KV ([Hv, Dk, Dv], value contiguous): 512 threads = 16 columns × 32 row groups, the column index
 //      fastest, so a warp reads two 64-byte runs of rows; Σ over rows = shuffle + shared memory.
 //   VK ([Hv, Dv, Dk], key contiguous): 128 threads = 4 columns, one warp per column with the rows
@@ -650,7 +651,6 @@ __device__ __forceinline__ void wide_row(const Rows& rows, int T, const void* aL
     GDN_QKV_KERNEL(replay_out, MODE_REPLAY_OUT, LNAME, KV, R)  \
     GDN_STATES_KERNEL(LNAME, KV, R)                           \
     GDN_REPLAY_KERNEL(LNAME, KV, R)                           \
-    GDN_NARROW_BATCH(LNAME, KV, R, 1)                         \
     GDN_NARROW_BATCH(LNAME, KV, R, 2)
 
 #define GDN_ROWS(LNAME, KV)   \

@@ -433,7 +433,7 @@ public final class CudaBackend implements Backend {
                 t(dtBias), dims, f32s(next), tokensPerRow, f32(out));
     }
 
-    /** The Gated DeltaNet kernels (for benchmarks and tests that fix their tiling). */
+    /** The Gated DeltaNet kernels (for benchmarks and tests that fix the batched mapping). */
     GdnKernels gdnKernels() {
         return gdn;
     }

@@ -17,8 +17,10 @@ import dev.hyspec.backend.StateLayout;
  * Hv, R): the per-row states, histories, scratch states and replay counts reach the kernel as one
  * staged device table (one host-to-device copy), so the launch's arguments and grid depend only on
  * R, T and the shapes and a captured step replays for any rows. Small batches use the per-row
- * kernels' mapping (one or two columns per thread); larger ones the wide mapping, where a warp owns
- * 8 columns with the rows along its lanes (see {@code gdn.cu}).
+ * kernels' mapping with two columns per thread; larger ones the wide mapping, where a warp owns 8
+ * columns with the rows along its lanes (see {@code gdn.cu}). Measured on the H100 at the Qwen3.5
+ * shape, the wide mapping wins from R·T = 32 on (replay verify at R = 64, T = 4: 2.2–2.6× the
+ * 2·|S| floor, the narrow one 3.5–4.3×) and the narrow one at R·T ≤ 8.
  */
 final class GdnKernels {
     /** States written per launch of the scan-states kernel (its pointer arguments). */
@@ -31,9 +33,11 @@ final class GdnKernels {
     private static final int WIDE_WARPS = 8;
     /** The largest key head dim of the wide mapping (4 rows per lane). */
     private static final int WIDE_MAX_KEY_HEAD_DIM = 128;
+    /** Tokens of a batched call (R·T) from which the wide mapping is chosen (measured: see above). */
+    private static final int WIDE_MIN_TOKENS = 16;
 
     private final CudaRuntime rt;
-    /** Batched launches: value columns per thread (1, 2: narrow; 8: wide), 0 = chosen per launch. */
+    /** Batched launches: value columns per thread (2: narrow, 8: wide), 0 = chosen per launch. */
     private int batchColumns;
 
     GdnKernels(CudaRuntime rt) {
@@ -41,13 +45,12 @@ final class GdnKernels {
     }
 
     /**
-     * Fixes the mapping of batched launches (benchmarks and tests): 1 or 2 columns per thread (narrow),
-     * 8 (wide, key head dim ≤ 128), or 0 to choose per launch.
+     * Fixes the mapping of batched launches (benchmarks and tests): 2 columns per thread (narrow), 8
+     * (wide, where the key head dim is at most 128), or 0 to choose per launch.
      */
-    void batchTiling(int columnsPerThread) {
-        if (columnsPerThread != 0 && columnsPerThread != 1 && columnsPerThread != 2
-                && columnsPerThread != WIDE_COLUMNS) {
-            throw new IllegalArgumentException("batch tiling of " + columnsPerThread + " columns per thread");
+    void batchMapping(int columnsPerThread) {
+        if (columnsPerThread != 0 && columnsPerThread != 2 && columnsPerThread != WIDE_COLUMNS) {
+            throw new IllegalArgumentException("batch mapping of " + columnsPerThread + " columns per thread");
         }
         this.batchColumns = columnsPerThread;
     }
@@ -226,8 +229,8 @@ final class GdnKernels {
 
     /**
      * Launches a batched kernel over (value-column tiles, value heads, rows): {@code gdn_OP_wide_LAYOUT_rR}
-     * (256 threads, 64 columns a block) or {@code gdn_OP_LAYOUT_rR_cCPT} (the per-row kernels' blocks,
-     * CPT columns per thread), the row table staged in one copy.
+     * (256 threads, 64 columns a block) or {@code gdn_OP_LAYOUT_rR_c2} (the per-row kernels' blocks,
+     * two columns per thread), the row table staged in one copy.
      */
     private void launchBatch(String op, StateLayout layout, GdnDims dims, long[] table, int rows, int tokensPerRow,
                              CudaTensor qkv, CudaTensor a, CudaTensor b, CudaTensor aLog, CudaTensor dtBias,
@@ -239,20 +242,18 @@ final class GdnKernels {
         int lanes = rowsPerLane(dims.keyHeadDim());
         int dv = dims.valueHeadDim();
         int hv = dims.numValueHeads();
-        int cpt = batchColumns != 0 ? batchColumns : batchColumns(kv, dims, rows);
-        if (cpt == WIDE_COLUMNS && dims.keyHeadDim() > WIDE_MAX_KEY_HEAD_DIM) {
-            cpt = 2;
-        }
+        boolean wide = dims.keyHeadDim() <= WIDE_MAX_KEY_HEAD_DIM
+                && (batchColumns == 0 ? (long) rows * tokensPerRow >= WIDE_MIN_TOKENS : batchColumns == WIDE_COLUMNS);
         String kernel;
         int gridX;
         int threads;
-        if (cpt == WIDE_COLUMNS) {
+        if (wide) {
             kernel = "gdn_" + op + "_wide_" + (kv ? "kv" : "vk") + "_r" + lanes;
             gridX = (dv + WIDE_COLUMNS * WIDE_WARPS - 1) / (WIDE_COLUMNS * WIDE_WARPS);
             threads = 32 * WIDE_WARPS;
         } else {
-            int columns = (kv ? 16 : 4) * cpt;
-            kernel = "gdn_" + op + "_" + (kv ? "kv" : "vk") + "_r" + lanes + "_c" + cpt;
+            int columns = (kv ? 16 : 4) * 2;
+            kernel = "gdn_" + op + "_" + (kv ? "kv" : "vk") + "_r" + lanes + "_c2";
             gridX = (dv + columns - 1) / columns;
             threads = kv ? 512 : 128;
         }
@@ -263,19 +264,6 @@ final class GdnKernels {
         int[] hd = packed(dims);
         rt.launch(kernel, gridX, hv, rows, threads, 0, rt.stage(table), qkv, a, b, aLog, dtBias, out, tokensPerRow,
                 rows, hd[0], hd[1], types(aLog, dtBias) | (aligned ? 1 << 16 : 0));
-    }
-
-    /**
-     * The columns per thread of a batched launch: the narrow mapping, one column per thread, while its
-     * blocks fit the device at once; beyond, the wide mapping (two narrow columns where Dk > 128).
-     */
-    private int batchColumns(boolean kv, GdnDims dims, int rows) {
-        int perWave = rt.smCount() * (kv ? 2 : 8);
-        long blocks = (long) (dims.valueHeadDim() + (kv ? 15 : 3)) / (kv ? 16 : 4) * dims.numValueHeads() * rows;
-        if (blocks <= perWave) {
-            return 1;
-        }
-        return dims.keyHeadDim() <= WIDE_MAX_KEY_HEAD_DIM ? WIDE_COLUMNS : 2;
     }
 
     /** Whether two tensors share device memory. */

@@ -36,7 +36,7 @@ import org.junit.jupiter.params.provider.MethodSource;
  * The batched Gated DeltaNet kernels (scan, scan-states, replay verify: R rows of T tokens, one
  * launch) against the CPU backend's batched defaults on fresh random inputs: R ∈ {1, 3, 8},
  * T ∈ {1, 4, 6}, both layouts, shapes from the CPU fixture's to Qwen3.5's, replay counts from 0 to T,
- * under every tiling of the batched launch (columns per thread, blocks along the rows). Outputs,
+ * under both mappings of the batched kernels (narrow and wide) and the automatic choice. Outputs,
  * scratch states and histories are NaN-poisoned before each launch; history rows the kernels must
  * not read are NaN too. Plus a recorded step replayed as a graph with new counts, and the speed of
  * replay verify against scan-states + commit at the Qwen3.5 shape (printed, not asserted).
@@ -46,8 +46,8 @@ class GdnBatchKernelsTest {
     private static final int[] ROWS = {1, 3, 8};
     private static final int[] TOKENS = {1, 4, 6};
     private static final GdnDims QWEN35 = new GdnDims(16, 32, 128, 128);
-    /** Automatic, then columns per thread: narrow 1 and 2, wide 8. */
-    private static final int[] TILINGS = {0, 1, 2, 8};
+    /** Automatic, then columns per thread: narrow 2, wide 8. */
+    private static final int[] TILINGS = {0, 2, 8};
 
     static Stream<Arguments> cases() {
         GdnDims[] shapes = {
@@ -116,7 +116,7 @@ class GdnBatchKernelsTest {
         return d.keyDim() + d.valueDim() + 2 * d.numValueHeads();
     }
 
-    /** The worst relative error of one quantity over rows and tilings, reported once. */
+    /** The worst relative error of one quantity over rows and mappings, reported once. */
     private static final class Worst {
         final String what;
         double err;
@@ -167,7 +167,7 @@ class GdnBatchKernelsTest {
                 }
             }
         } finally {
-            gpu.gdnKernels().batchTiling(0);
+            gpu.gdnKernels().batchMapping(0);
         }
         run(failures, "device memory", () -> assertEquals(live, gpu.liveBytes(), "tensors left allocated"));
         if (!failures.isEmpty()) {
@@ -221,8 +221,8 @@ class GdnBatchKernelsTest {
         return out;
     }
 
-    private static String tiling(int t) {
-        return t == 0 ? "auto tiling" : t == 8 ? "wide tiling" : "narrow tiling, " + t + " columns/thread";
+    private static String mapping(int t) {
+        return t == 0 ? "automatic mapping" : t == 8 ? "wide mapping" : "narrow mapping";
     }
 
     private static void checkScan(CudaBackend gpu, Batch in, String tag, List<String> failures, long seed) {
@@ -237,15 +237,15 @@ class GdnBatchKernelsTest {
         Worst out = new Worst(String.format(tag, "scan out"));
         Worst states = new Worst(String.format(tag, "scan states"));
         for (int t : TILINGS) {
-            gpu.gdnKernels().batchTiling(t);
+            gpu.gdnKernels().batchMapping(t);
             Io g = new Io(gpu, in);
             Tensor o = Gpu.poisoned(n, d.valueDim());
             try {
                 gpu.gatedDeltaScanBatch(g.states, in.layout(), g.qkv, g.a, g.b, g.aLog, g.dtBias, d, in.tokens(), o);
-                out.add(tiling(t), wantOut, gpu.download(o));
+                out.add(mapping(t), wantOut, gpu.download(o));
                 float[][] got = download(gpu, g.states);
                 for (int i = 0; i < in.rows(); i++) {
-                    states.add(tiling(t) + ", row " + i, wantStates[i], got[i]);
+                    states.add(mapping(t) + ", row " + i, wantStates[i], got[i]);
                 }
             } finally {
                 g.free(gpu);
@@ -272,7 +272,7 @@ class GdnBatchKernelsTest {
         Worst out = new Worst(String.format(tag, "scanStates out"));
         Worst scratch = new Worst(String.format(tag, "scanStates scratch"));
         for (int t : TILINGS) {
-            gpu.gdnKernels().batchTiling(t);
+            gpu.gdnKernels().batchMapping(t);
             Io g = new Io(gpu, in);
             Tensor o = Gpu.poisoned(n, d.valueDim());
             Tensor[][] s = new Tensor[in.rows()][in.tokens()];
@@ -282,11 +282,11 @@ class GdnBatchKernelsTest {
             try {
                 gpu.gatedDeltaScanStatesBatch(g.states, in.layout(), g.qkv, g.a, g.b, g.aLog, g.dtBias, d, s,
                         in.tokens(), o);
-                out.add(tiling(t), wantOut, gpu.download(o));
+                out.add(mapping(t), wantOut, gpu.download(o));
                 for (int i = 0; i < in.rows(); i++) {
                     assertArrayEquals(in.states()[i], gpu.download(g.states[i]), "scanStates must only read the state");
                     for (int k = 0; k < in.tokens(); k++) {
-                        scratch.add(tiling(t) + ", row " + i + " token " + k, Gpu.CPU.download(cpuScratch[i][k]),
+                        scratch.add(mapping(t) + ", row " + i + " token " + k, Gpu.CPU.download(cpuScratch[i][k]),
                                 gpu.download(s[i][k]));
                     }
                 }
@@ -328,7 +328,7 @@ class GdnBatchKernelsTest {
         Worst states = new Worst(String.format(tag, "replayVerify S(L)"));
         Worst hist = new Worst(String.format(tag, "replayVerify history"));
         for (int t : TILINGS) {
-            gpu.gdnKernels().batchTiling(t);
+            gpu.gdnKernels().batchMapping(t);
             Io g = new Io(gpu, in);
             Tensor o = Gpu.poisoned(n, d.valueDim());
             Tensor[] prev = new Tensor[in.rows()];
@@ -340,15 +340,15 @@ class GdnBatchKernelsTest {
             try {
                 gpu.gatedDeltaReplayVerifyBatch(g.states, in.layout(), prev, in.counts(), g.qkv, g.a, g.b, g.aLog,
                         g.dtBias, d, next, tk, o);
-                out.add(tiling(t), wantOut, gpu.download(o));
+                out.add(mapping(t), wantOut, gpu.download(o));
                 for (int i = 0; i < in.rows(); i++) {
                     float[] s = gpu.download(g.states[i]);
-                    states.add(tiling(t) + ", row " + i + " count " + in.counts()[i], wantStates[i], s);
+                    states.add(mapping(t) + ", row " + i + " count " + in.counts()[i], wantStates[i], s);
                     if (in.counts()[i] == 0) {
                         assertArrayEquals(in.states()[i], s, "a row with count 0 must not write its state");
                     }
                     float[] h = gpu.download(next[i]);
-                    hist.add(tiling(t) + ", row " + i, Arrays.copyOf(wantNext[i], tk * w), Arrays.copyOf(h, tk * w));
+                    hist.add(mapping(t) + ", row " + i, Arrays.copyOf(wantNext[i], tk * w), Arrays.copyOf(h, tk * w));
                     for (int x = tk * w; x < h.length; x++) {
                         assertTrue(Float.isNaN(h[x]), "replayVerify wrote history row " + tk + " of row " + i);
                     }
@@ -495,12 +495,12 @@ class GdnBatchKernelsTest {
         try {
             for (StateLayout layout : StateLayout.values()) {
                 try (Rows x = new Rows(gpu, d, layout, 64, 4, true)) {
-                    for (int t : new int[] {1, 2, 8}) {
-                        gpu.gdnKernels().batchTiling(t);
-                        report(rt, gpu, "replayVerify " + layout + " R=64 T=4, " + tiling(t), 2 * stateBytes * 64,
+                    for (int t : new int[] {2, 8}) {
+                        gpu.gdnKernels().batchMapping(t);
+                        report(rt, gpu, "replayVerify " + layout + " R=64 T=4, " + mapping(t), 2 * stateBytes * 64,
                                 x::verify);
                     }
-                    gpu.gdnKernels().batchTiling(0);
+                    gpu.gdnKernels().batchMapping(0);
                     double verify = report(rt, gpu, "replayVerify " + layout + " R=64 T=4, auto", 2 * stateBytes * 64,
                             x::verify);
                     double states = report(rt, gpu, "scanStates   " + layout + " R=64 T=4, auto", 5 * stateBytes * 64,
@@ -515,17 +515,17 @@ class GdnBatchKernelsTest {
                 for (int tokens : TOKENS) {
                     for (int rows : new int[] {1, 8, 32, 64, 128, 256}) {
                         try (Rows x = new Rows(gpu, d, layout, rows, tokens, false)) {
-                            for (int t : new int[] {1, 2, 8}) {
-                                gpu.gdnKernels().batchTiling(t);
-                                report(rt, gpu, String.format(Locale.ROOT, "replayVerify %s R=%d T=%d %s", layout, rows,
-                                        tokens, t == 8 ? "wide" : "narrow c" + t), 2 * stateBytes * rows, x::verify);
+                            for (int t : new int[] {2, 8}) {
+                                gpu.gdnKernels().batchMapping(t);
+                                report(rt, gpu, String.format(Locale.ROOT, "replayVerify %s R=%d T=%d, %s", layout,
+                                        rows, tokens, mapping(t)), 2 * stateBytes * rows, x::verify);
                             }
                         }
                     }
                 }
             }
         } finally {
-            gpu.gdnKernels().batchTiling(0);
+            gpu.gdnKernels().batchMapping(0);
         }
     }
 
