@@ -431,6 +431,40 @@ public final class CudaBackend implements Backend {
     }
 
     @Override
+    public void gatedDeltaScanBatch(Tensor[] states, StateLayout layout, Tensor qkv, Tensor a, Tensor b, Tensor aLog,
+                                    Tensor dtBias, GdnDims dims, int tokensPerRow, Tensor out) {
+        rt.enter();
+        gdn.scanBatch(f32s(states), layout, f32(qkv), f32(a), f32(b), t(aLog), t(dtBias), dims, tokensPerRow, f32(out));
+    }
+
+    @Override
+    public void gatedDeltaScanStatesBatch(Tensor[] states, StateLayout layout, Tensor qkv, Tensor a, Tensor b,
+                                          Tensor aLog, Tensor dtBias, GdnDims dims, Tensor[][] scratch,
+                                          int tokensPerRow, Tensor out) {
+        rt.enter();
+        CudaTensor[][] s = new CudaTensor[scratch.length][];
+        for (int r = 0; r < scratch.length; r++) {
+            s[r] = f32s(scratch[r]);
+        }
+        gdn.scanStatesBatch(f32s(states), layout, f32(qkv), f32(a), f32(b), t(aLog), t(dtBias), dims, s, tokensPerRow,
+                f32(out));
+    }
+
+    @Override
+    public void gatedDeltaReplayVerifyBatch(Tensor[] states, StateLayout layout, Tensor[] previous, int[] counts,
+                                            Tensor qkv, Tensor a, Tensor b, Tensor aLog, Tensor dtBias, GdnDims dims,
+                                            Tensor[] next, int tokensPerRow, Tensor out) {
+        rt.enter();
+        gdn.replayVerifyBatch(f32s(states), layout, f32s(previous), counts, f32(qkv), f32(a), f32(b), t(aLog),
+                t(dtBias), dims, f32s(next), tokensPerRow, f32(out));
+    }
+
+    /** The Gated DeltaNet kernels (for benchmarks and tests that fix the batched mapping). */
+    GdnKernels gdnKernels() {
+        return gdn;
+    }
+
+    @Override
     public void transposeState(Tensor state, int heads, int rows, int cols) {
         rt.enter();
         mamba2.transposeState(f32(state), heads, rows, cols);

@@ -12,6 +12,15 @@ import dev.hyspec.backend.StateLayout;
  * {@code aLog} and {@code dtBias} may each be F32, BF16 or F16 (passed as dtype codes the kernel
  * switches on, rather than one kernel per combination). Scan-states writes 8 states per launch
  * (pointer arguments: the driver API gives no host-side address to stage an array of them).
+ *
+ * <p>The batched forms (R rows of T tokens) are one launch each whatever R, over (column tiles,
+ * Hv, R): the per-row states, histories, scratch states and replay counts reach the kernel as one
+ * staged device table (one host-to-device copy), so the launch's arguments and grid depend only on
+ * R, T and the shapes and a captured step replays for any rows. Small batches use the per-row
+ * kernels' mapping with two columns per thread; larger ones the wide mapping, where a warp owns 8
+ * columns with the rows along its lanes (see {@code gdn.cu}). Measured on the H100 at the Qwen3.5
+ * shape, the wide mapping wins from R·T = 32 on (replay verify at R = 64, T = 4: 2.2–2.6× the
+ * 2·|S| floor, the narrow one 3.5–4.3×) and the narrow one at R·T ≤ 8.
  */
 final class GdnKernels {
     /** States written per launch of the scan-states kernel (its pointer arguments). */
@@ -19,10 +28,31 @@ final class GdnKernels {
     /** The largest key head dim the kernels hold in registers (8 rows per lane). */
     static final int MAX_KEY_HEAD_DIM = 256;
 
+    /** Columns a warp of the wide batched mapping owns, and its warps per block. */
+    private static final int WIDE_COLUMNS = 8;
+    private static final int WIDE_WARPS = 8;
+    /** The largest key head dim of the wide mapping (4 rows per lane). */
+    private static final int WIDE_MAX_KEY_HEAD_DIM = 128;
+    /** Tokens of a batched call (R·T) from which the wide mapping is chosen (measured: see above). */
+    private static final int WIDE_MIN_TOKENS = 16;
+
     private final CudaRuntime rt;
+    /** Batched launches: value columns per thread (2: narrow, 8: wide), 0 = chosen per launch. */
+    private int batchColumns;
 
     GdnKernels(CudaRuntime rt) {
         this.rt = rt;
+    }
+
+    /**
+     * Fixes the mapping of batched launches (benchmarks and tests): 2 columns per thread (narrow), 8
+     * (wide, where the key head dim is at most 128), or 0 to choose per launch.
+     */
+    void batchMapping(int columnsPerThread) {
+        if (columnsPerThread != 0 && columnsPerThread != 2 && columnsPerThread != WIDE_COLUMNS) {
+            throw new IllegalArgumentException("batch mapping of " + columnsPerThread + " columns per thread");
+        }
+        this.batchColumns = columnsPerThread;
     }
 
     void scan(CudaTensor state, StateLayout layout, CudaTensor qkv, CudaTensor a, CudaTensor b, CudaTensor aLog,
@@ -99,9 +129,155 @@ final class GdnKernels {
                 types(aLog, dtBias));
     }
 
+    // ---- batched generate rows ----
+
+    /** {@code gatedDeltaScanBatch}: plain decode of R rows, {@code states[r]} in place. */
+    void scanBatch(CudaTensor[] states, StateLayout layout, CudaTensor qkv, CudaTensor a, CudaTensor b,
+                   CudaTensor aLog, CudaTensor dtBias, GdnDims dims, int tokensPerRow, CudaTensor out) {
+        String op = "gatedDeltaScanBatch";
+        checkBatch(op, states, qkv, a, b, aLog, dtBias, dims, tokensPerRow, out);
+        if (states.length == 0 || tokensPerRow == 0) {
+            return;
+        }
+        launchBatch("scan_batch", layout, dims, table(0, states), states.length, tokensPerRow, qkv, a, b, aLog, dtBias,
+                out);
+    }
+
+    /** {@code gatedDeltaScanStatesBatch}: the state after token t of row r written to {@code scratch[r][t]}. */
+    void scanStatesBatch(CudaTensor[] states, StateLayout layout, CudaTensor qkv, CudaTensor a, CudaTensor b,
+                         CudaTensor aLog, CudaTensor dtBias, GdnDims dims, CudaTensor[][] scratch, int tokensPerRow,
+                         CudaTensor out) {
+        String op = "gatedDeltaScanStatesBatch";
+        checkBatch(op, states, qkv, a, b, aLog, dtBias, dims, tokensPerRow, out);
+        int rows = states.length;
+        if (scratch.length != rows) {
+            throw new IllegalArgumentException(op + ": " + scratch.length + " scratch rows for " + rows + " states");
+        }
+        CudaTensor[] flat = new CudaTensor[rows * tokensPerRow];   // [R·T]
+        for (int r = 0; r < rows; r++) {
+            if (scratch[r].length < tokensPerRow) {
+                throw new IllegalArgumentException(op + ": row " + r + " has " + scratch[r].length
+                        + " scratch states for " + tokensPerRow + " tokens");
+            }
+            for (int t = 0; t < tokensPerRow; t++) {
+                CudaTensor s = scratch[r][t];
+                if (s.numel() != states[r].numel()) {
+                    throw new IllegalArgumentException(op + ": scratch state " + s + " of row " + r
+                            + " is not the shape of " + states[r]);
+                }
+                flat[r * tokensPerRow + t] = s;
+            }
+        }
+        if (rows == 0 || tokensPerRow == 0) {
+            return;
+        }
+        launchBatch("states_batch", layout, dims, table(0, states, flat), rows, tokensPerRow, qkv, a, b, aLog, dtBias,
+                out);
+    }
+
     /**
-     * Launches {@code gdn_OP_LAYOUT_rR} over (value-column tiles, value heads). Few arguments on
-     * purpose: every one costs host time in the launch.
+     * {@code gatedDeltaReplayVerifyBatch}: per row, replay {@code counts[r]} rows of {@code previous[r]}
+     * on chip, write S(L) back once (not where the count is 0), then the T tokens' outputs from it and
+     * their history rows into {@code next[r]}.
+     */
+    void replayVerifyBatch(CudaTensor[] states, StateLayout layout, CudaTensor[] previous, int[] counts,
+                           CudaTensor qkv, CudaTensor a, CudaTensor b, CudaTensor aLog, CudaTensor dtBias,
+                           GdnDims dims, CudaTensor[] next, int tokensPerRow, CudaTensor out) {
+        String op = "gatedDeltaReplayVerifyBatch";
+        checkBatch(op, states, qkv, a, b, aLog, dtBias, dims, tokensPerRow, out);
+        int rows = states.length;
+        if (previous.length != rows || counts.length != rows || next.length != rows) {
+            throw new IllegalArgumentException(op + ": " + rows + " states but " + previous.length + " previous, "
+                    + counts.length + " counts, " + next.length + " next histories");
+        }
+        for (int r = 0; r < rows; r++) {
+            checkHistory(op, previous[r], dims, counts[r]);
+            checkHistory(op, next[r], dims, tokensPerRow);
+            if (overlap(previous[r], next[r])) {
+                throw new IllegalArgumentException(op + ": row " + r + " reads and writes the same history "
+                        + next[r] + " (the replay history is double-buffered)");
+            }
+        }
+        if (rows == 0 || tokensPerRow == 0) {
+            return;
+        }
+        long[] table = table(rows, states, previous, next);   // then the counts
+        for (int r = 0; r < rows; r++) {
+            table[3 * rows + r] = counts[r];
+        }
+        launchBatch("replay_verify", layout, dims, table, rows, tokensPerRow, qkv, a, b, aLog, dtBias, out);
+    }
+
+    /**
+     * The row table a batched kernel reads: the device addresses of the tensors, group after group,
+     * then {@code extra} values the caller fills.
+     */
+    private static long[] table(int extra, CudaTensor[]... groups) {
+        int n = extra;
+        for (CudaTensor[] g : groups) {
+            n += g.length;
+        }
+        long[] out = new long[n];
+        int i = 0;
+        for (CudaTensor[] g : groups) {
+            for (CudaTensor t : g) {
+                out[i++] = StepGraphs.address(t.ptr());
+            }
+        }
+        return out;
+    }
+
+    /**
+     * Launches a batched kernel over (value-column tiles, value heads, rows): {@code gdn_OP_wide_LAYOUT_rR}
+     * (256 threads, 64 columns a block) or {@code gdn_OP_LAYOUT_rR_c2} (the per-row kernels' blocks,
+     * two columns per thread), the row table staged in one copy.
+     */
+    private void launchBatch(String op, StateLayout layout, GdnDims dims, long[] table, int rows, int tokensPerRow,
+                             CudaTensor qkv, CudaTensor a, CudaTensor b, CudaTensor aLog, CudaTensor dtBias,
+                             CudaTensor out) {
+        if (rows > 0xffff) {
+            throw new IllegalArgumentException("a batched Gated DeltaNet launch takes at most 65535 rows, not " + rows);
+        }
+        boolean kv = layout == StateLayout.KV;
+        int lanes = rowsPerLane(dims.keyHeadDim());
+        int dv = dims.valueHeadDim();
+        int hv = dims.numValueHeads();
+        boolean wide = dims.keyHeadDim() <= WIDE_MAX_KEY_HEAD_DIM
+                && (batchColumns == 0 ? (long) rows * tokensPerRow >= WIDE_MIN_TOKENS : batchColumns == WIDE_COLUMNS);
+        String kernel;
+        int gridX;
+        int threads;
+        if (wide) {
+            kernel = "gdn_" + op + "_wide_" + (kv ? "kv" : "vk") + "_r" + lanes;
+            gridX = (dv + WIDE_COLUMNS * WIDE_WARPS - 1) / (WIDE_COLUMNS * WIDE_WARPS);
+            threads = 32 * WIDE_WARPS;
+        } else {
+            int columns = (kv ? 16 : 4) * 2;
+            kernel = "gdn_" + op + "_" + (kv ? "kv" : "vk") + "_r" + lanes + "_c2";
+            gridX = (dv + columns - 1) / columns;
+            threads = kv ? 512 : 128;
+        }
+        boolean aligned = true;   // every state address 16-byte aligned: the wide KV kernels then move float4
+        for (int i = 0; i < table.length - (op.equals("replay_verify") ? 3 * rows : 0); i++) {
+            aligned &= table[i] % 16 == 0;
+        }
+        int[] hd = packed(dims);
+        rt.launch(kernel, gridX, hv, rows, threads, 0, rt.stage(table), qkv, a, b, aLog, dtBias, out, tokensPerRow,
+                rows, hd[0], hd[1], types(aLog, dtBias) | (aligned ? 1 << 16 : 0));
+    }
+
+    /** Whether two tensors share device memory. */
+    private static boolean overlap(CudaTensor x, CudaTensor y) {
+        long ax = StepGraphs.address(x.ptr());
+        long ay = StepGraphs.address(y.ptr());
+        long bx = x.numel() * x.dtype().bytes();
+        long by = y.numel() * y.dtype().bytes();
+        return ax < ay + by && ay < ax + bx;
+    }
+
+    /**
+     * Launches {@code gdn_OP_LAYOUT_rR} over (value-column tiles, value heads), one row. Few
+     * arguments on purpose: every one costs host time in the launch.
      */
     private void launch(String op, StateLayout layout, GdnDims dims, Object... args) {
         int rows = rowsPerLane(dims.keyHeadDim());
@@ -166,6 +342,24 @@ final class GdnKernels {
         int[] s = history.shape();
         if (s.length != 2 || s[1] != width || rows < 0 || s[0] < rows) {
             throw new IllegalArgumentException(op + ": history " + history + " is not [>=" + rows + ", " + width + "]");
+        }
+    }
+
+    /** Checks the shapes of a batched call: R states, token inputs {@code [R·T, ·]}. */
+    private static void checkBatch(String op, CudaTensor[] states, CudaTensor qkv, CudaTensor a, CudaTensor b,
+                                   CudaTensor aLog, CudaTensor dtBias, GdnDims dims, int tokensPerRow,
+                                   CudaTensor out) {
+        if (states.length == 0) {
+            checkDims(op, dims);
+            return;
+        }
+        int tokens = checkTokens(op, states[0], qkv, a, b, aLog, dtBias, dims, out);
+        if (tokensPerRow < 0 || tokens != (long) states.length * tokensPerRow) {
+            throw new IllegalArgumentException(op + ": qkv " + qkv + " does not hold " + states.length + " rows of "
+                    + tokensPerRow + " tokens");
+        }
+        for (CudaTensor s : states) {
+            checkState(op, s, dims);
         }
     }
 
