@@ -96,6 +96,10 @@ public final class CudaBackend implements Backend {
         return rt.graphCounts();
     }
 
+    CudaRuntime runtime() {
+        return rt;
+    }
+
     /** Waits for every issued kernel. */
     public void synchronize() {
         rt.enter();
@@ -461,19 +465,18 @@ public final class CudaBackend implements Backend {
                 tokensPerRow, f32(y));
     }
 
-    /** One fused launch where the kernel applies (T ≤ 8, the shapes of {@link Mamba2BatchKernels#verifyMap}), else per row. */
+    /** One fused launch where the kernel applies (T ≤ 8, VK rows of at most 512), else the per-row operations. */
     @Override
     public void mamba2ReplayVerifyBatch(Tensor[] states, StateLayout layout, Tensor[] previous, int[] counts,
                                         Tensor xBC, Tensor dtRaw, Tensor dtBias, Tensor aLog, Tensor d,
                                         Mamba2Dims dims, Tensor[] next, int tokensPerRow, Tensor y) {
         rt.enter();
-        CudaTensor[] s = f32s(states);
-        if (!mamba2Batch.canReplayVerify(s, layout, dims, tokensPerRow)) {
+        if (!mamba2Batch.canReplayVerify(layout, dims, tokensPerRow, states.length)) {
             Backend.super.mamba2ReplayVerifyBatch(states, layout, previous, counts, xBC, dtRaw, dtBias, aLog, d, dims,
                     next, tokensPerRow, y);
             return;
         }
-        mamba2Batch.replayVerifyBatch(s, layout, f32s(previous), counts, f32(xBC), f32(dtRaw), t(dtBias), t(aLog),
+        mamba2Batch.replayVerifyBatch(f32s(states), layout, f32s(previous), counts, f32(xBC), f32(dtRaw), t(dtBias), t(aLog),
                 t(d), dims, f32s(next), tokensPerRow, f32(y));
     }
 

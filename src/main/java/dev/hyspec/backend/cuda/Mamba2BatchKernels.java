@@ -25,17 +25,16 @@ final class Mamba2BatchKernels {
     private static final int MAX_ROWS = 65535;
 
     private final CudaRuntime rt;
-    /** State elements per thread of the replay verify (its tile size: 16 → 32 p values of the 8B shape). */
-    private final int verifyElements;
+    /** Replay verify tiles of 8 instead of 4 16-byte vectors per thread (the whole head at the 8B shape). */
+    private final boolean wideTile;
 
     Mamba2BatchKernels(CudaRuntime rt) {
-        this(rt, 16);
+        this(rt, false);
     }
 
-    /** With another tile size for the replay verify (16 or 32 elements per thread), for timing. */
-    Mamba2BatchKernels(CudaRuntime rt, int verifyElements) {
+    Mamba2BatchKernels(CudaRuntime rt, boolean wideTile) {
         this.rt = rt;
-        this.verifyElements = verifyElements;
+        this.wideTile = wideTile;
     }
 
     // ---------------------------------------------------------------- conv
@@ -154,48 +153,58 @@ final class Mamba2BatchKernels {
 
     /**
      * The replay verify's tile: {@code vec} floats per vector (4: 16-byte loads), {@code ptile} p values
-     * per block, {@code lanes} threads per state row, {@code km} state rows per thread (the kernel
+     * per block, {@code lanes} threads per state row, {@code km} vectors per thread (the kernel
      * variant), {@code tiles} blocks per head.
      */
     record VerifyMap(int vec, int ptile, int lanes, int km, int tiles) {}
 
     /**
-     * The tile for a layout and shape, or null where the kernel does not apply (VK rows longer than 32
-     * vectors). {@code aligned}: every state address is 16-byte aligned.
+     * The tile for a layout and shape, or null where the kernel does not apply (VK rows of more than
+     * 512 elements). {@code vec4}: 16-byte vectors are possible (see {@link #vec4}).
      */
-    VerifyMap verifyMap(StateLayout layout, int p, int n, boolean aligned) {
-        boolean vk = layout == StateLayout.VK;
-        int vec = aligned && (vk ? n : p) % 4 == 0 ? 4 : 1;
-        int kmTarget = Math.min(verifyElements / vec, vec == 4 ? 8 : 16);   // the kernel variants: _k4, _k8 (, _k16)
+    VerifyMap verifyMap(StateLayout layout, int p, int n, boolean vec4) {
+        int vec = vec4 ? 4 : 1;
+        int km = vec == 4 ? wideTile ? 8 : 4 : 16;   // the kernel variants _v4_k4, _v4_k8, _v1_k16
         int lanes;
         int ptile;
-        int rowsPerTile;
-        if (vk) {
-            lanes = ceilPow2((n + vec - 1) / vec);
+        if (layout == StateLayout.VK) {   // a thread: km vectors of one row p
+            lanes = ceilPow2((n / vec + km - 1) / km);
             if (lanes > 32) {
                 return null;
             }
-            ptile = Math.min(p, BLOCK / lanes * kmTarget);
-            rowsPerTile = ptile;
-        } else {
-            int minRowThreads = (n + kmTarget - 1) / kmTarget;
+            ptile = Math.min(p, BLOCK / lanes);
+        } else {                          // a thread: one vector of km rows n
+            int minRowThreads = (n + km - 1) / km;
             if (minRowThreads > BLOCK) {
                 return null;
             }
             int lanesMax = Math.min(32, Integer.highestOneBit(BLOCK / minRowThreads));
-            lanes = Math.min(lanesMax, ceilPow2((p + vec - 1) / vec));
+            lanes = Math.min(lanesMax, ceilPow2(p / vec));
             ptile = Math.min(p, lanes * vec);
-            rowsPerTile = n;
         }
-        int need = (rowsPerTile + BLOCK / lanes - 1) / (BLOCK / lanes);
-        int km = need <= 4 ? 4 : need <= 8 ? 8 : 16;
         return new VerifyMap(vec, ptile, lanes, km, (p + ptile - 1) / ptile);
     }
 
+    /**
+     * Whether 16-byte vectors apply: every state, history and token row (and each head's part of
+     * it) starts on 16 bytes — P, N and the history width ({@code H·P + G·N + 2H}) multiples of 4,
+     * and the tensors aligned.
+     */
+    private static boolean vec4(Mamba2Dims dims, CudaTensor xBC, CudaTensor[]... perRow) {
+        boolean ok = dims.headDim() % 4 == 0 && dims.stateSize() % 4 == 0 && dims.numHeads() % 2 == 0
+                && StepGraphs.address(xBC.ptr()) % 16 == 0;
+        for (CudaTensor[] ts : perRow) {
+            for (CudaTensor t : ts) {
+                ok &= StepGraphs.address(t.ptr()) % 16 == 0;
+            }
+        }
+        return ok;
+    }
+
     /** Whether {@link #replayVerifyBatch} runs these rows (else the caller runs the per-row operations). */
-    boolean canReplayVerify(CudaTensor[] states, StateLayout layout, Mamba2Dims dims, int tokensPerRow) {
-        return tokensPerRow <= VERIFY_MAX_TOKENS && states.length <= MAX_ROWS
-                && verifyMap(layout, dims.headDim(), dims.stateSize(), aligned(states)) != null;
+    boolean canReplayVerify(StateLayout layout, Mamba2Dims dims, int tokensPerRow, int rows) {
+        return tokensPerRow <= VERIFY_MAX_TOKENS && rows <= MAX_ROWS
+                && verifyMap(layout, dims.headDim(), dims.stateSize(), false) != null;
     }
 
     /**
@@ -222,21 +231,24 @@ final class Mamba2BatchKernels {
                         + ": the previous and next histories must be different buffers");
             }
         }
-        if (rows == 0 || tokensPerRow == 0) {
-            return;
-        }
-        if (!canReplayVerify(states, layout, dims, tokensPerRow)) {
+        if (!canReplayVerify(layout, dims, tokensPerRow, rows)) {
             throw new IllegalArgumentException("mamba2ReplayVerifyBatch: no kernel for " + dims + " " + layout + " T="
                     + tokensPerRow);
         }
+        if (rows == 0 || tokensPerRow == 0) {
+            return;
+        }
         boolean vk = layout == StateLayout.VK;
         int n = dims.stateSize();
-        VerifyMap m = verifyMap(layout, dims.headDim(), n, aligned(states));
-        int rowsMax = vk ? m.ptile() : n;
-        int colsMax = vk ? n : m.ptile();
+        VerifyMap m = verifyMap(layout, dims.headDim(), n, vec4(dims, xBC, states, previous, next));
+        if (m == null) {
+            m = verifyMap(layout, dims.headDim(), n, false);   // KV states too tall for 4 rows per thread
+        }
         int tc = VERIFY_MAX_TOKENS;
-        long floats = 2L * tokensPerRow * n + (long) tokensPerRow * m.ptile() + (long) tc * (rowsMax + colsMax)
-                + 3L * tc + (long) tc * tc + (long) tokensPerRow * m.ptile() * (vk ? 1 : WARPS);
+        long floats = 2L * tokensPerRow * n + (long) tokensPerRow * m.ptile()        // B, C, x
+                + (long) tc * (m.ptile() + n)                                         // previous row and column vectors
+                + 4L * tc + 1 + 2L * tc * tc                                           // scalars
+                + (long) tokensPerRow * m.ptile() * (vk ? 1 : WARPS);                  // C . S reduction
         int shared = Math.toIntExact(4 * floats);
         try (Mamba2Kernels.HeadParams hp = new Mamba2Kernels.HeadParams(rt, dtBias, aLog, d, dims.numHeads())) {
             String kernel = "m2_replay_verify_" + (vk ? "vk" : "kv") + "_v" + m.vec() + "_k" + m.km() + "_" + hp.suffix;
@@ -271,15 +283,6 @@ final class Mamba2BatchKernels {
             Mamba2Kernels.checkState(s, dims);
         }
         return rows;
-    }
-
-    private static boolean aligned(CudaTensor[] ts) {
-        for (CudaTensor t : ts) {
-            if (StepGraphs.address(t.ptr()) % 16 != 0) {
-                return false;
-            }
-        }
-        return true;
     }
 
     private static int ceilPow2(int v) {
