@@ -381,7 +381,6 @@ __device__ void m2_replay_verify_impl(float* const* __restrict__ states, const f
         m2_replay_verify_##L##_v##VEC##_k##KM##_##SUF(M2V_PARAMS(W)) {                                      \
         m2_replay_verify_impl<VKB, VEC, KM, W>(M2V_ARGS);                                                   \
     }
-#define M2V_L(SUF, W, L, VKB) \
-    M2V_K(SUF, W, L, VKB, 4, 4, 4) M2V_K(SUF, W, L, VKB, 4, 8, 2) M2V_K(SUF, W, L, VKB, 1, 16, 2)
+#define M2V_L(SUF, W, L, VKB) M2V_K(SUF, W, L, VKB, 4, 4, 4) M2V_K(SUF, W, L, VKB, 1, 16, 2)
 #define M2V(SUF, W) M2V_L(SUF, W, vk, true) M2V_L(SUF, W, kv, false)
 HYSPEC_FOR_WEIGHT_TYPES(M2V)

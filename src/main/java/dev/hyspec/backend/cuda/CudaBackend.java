@@ -96,10 +96,6 @@ public final class CudaBackend implements Backend {
         return rt.graphCounts();
     }
 
-    CudaRuntime runtime() {
-        return rt;
-    }
-
     /** Waits for every issued kernel. */
     public void synchronize() {
         rt.enter();

@@ -354,28 +354,24 @@ class Mamba2BatchKernelsTest {
 
     // ------------------------------------------------------------------ replay verify
 
-    /** Through the backend (the default tile), and the wide tile's kernel directly. */
     @Test
     void replayVerifyBatchMatchesCpuForEveryCount() {
         Random r = random();
-        Mamba2BatchKernels wide = new Mamba2BatchKernels(Gpu.backend().runtime(), true);
         int variant = 0;
         for (Shape s : SHAPES) {
             for (StateLayout layout : StateLayout.values()) {
                 for (int rows : ROWS) {
                     for (int t : TOKENS) {
-                        replayVerifyCase(r, s, layout, rows, t, variant++, null);
-                        replayVerifyCase(r, s, layout, rows, t, variant++, wide);
+                        replayVerifyCase(r, s, layout, rows, t, variant++);
                     }
                 }
             }
         }
         // Longer rows than the fused kernel takes run the per-row operations.
-        replayVerifyCase(r, SHAPES[1], StateLayout.VK, 3, Mamba2BatchKernels.VERIFY_MAX_TOKENS + 1, variant, null);
+        replayVerifyCase(r, SHAPES[1], StateLayout.VK, 3, Mamba2BatchKernels.VERIFY_MAX_TOKENS + 1, variant);
     }
 
-    private void replayVerifyCase(Random r, Shape s, StateLayout layout, int rows, int t, int variant,
-                                  Mamba2BatchKernels kernels) {
+    private void replayVerifyCase(Random r, Shape s, StateLayout layout, int rows, int t, int variant) {
         CudaBackend gpu = Gpu.backend();
         boolean twin = rows == 3;
         Params prm = Mamba2KernelsTest.params(r, s.h(), variant);
@@ -391,16 +387,10 @@ class Mamba2BatchKernelsTest {
         Tensor y = Gpu.poisoned(rows * t, s.h() * s.p());
         Gpu.CPU.mamba2ReplayVerifyBatch(states[0], layout, previous[0], counts, tok.xBC()[0], tok.dtRaw()[0],
                 prm.dtBias()[0], prm.aLog()[0], prm.d()[0], s.dims(), next[0], t, cpuY);
-        if (kernels == null) {
-            gpu.mamba2ReplayVerifyBatch(states[1], layout, previous[1], counts, tok.xBC()[1], tok.dtRaw()[1],
-                    prm.dtBias()[1], prm.aLog()[1], prm.d()[1], s.dims(), next[1], t, y);
-        } else {
-            kernels.replayVerifyBatch(cuda(states[1]), layout, cuda(previous[1]), counts, (CudaTensor) tok.xBC()[1],
-                    (CudaTensor) tok.dtRaw()[1], (CudaTensor) prm.dtBias()[1], (CudaTensor) prm.aLog()[1],
-                    (CudaTensor) prm.d()[1], s.dims(), cuda(next[1]), t, (CudaTensor) y);
-        }
+        gpu.mamba2ReplayVerifyBatch(states[1], layout, previous[1], counts, tok.xBC()[1], tok.dtRaw()[1],
+                prm.dtBias()[1], prm.aLog()[1], prm.d()[1], s.dims(), next[1], t, y);
         String what = s + " " + layout + " R=" + rows + " T=" + t + " counts=" + Arrays.toString(counts) + " "
-                + prm.name() + (kernels == null ? "" : " wide tile");
+                + prm.name();
         check("mamba2ReplayVerifyBatch y", what, cpuY, y, TOL);
         for (int i = 0; i < rows; i++) {
             check("mamba2ReplayVerifyBatch S(L)", what + " row " + i, states[0][i], states[1][i], TOL);
@@ -419,8 +409,7 @@ class Mamba2BatchKernelsTest {
 
     /**
      * The replay verify at the 8B shape against its floor (2·|S| per row at the device copy
-     * bandwidth of DESIGN §9) for R ∈ {32, 64, 128, 256}, T ∈ {1, 4, 6}, with both tiles, and at
-     * R = 64, T = 4 against the intermediate-copy verify and commit (scan-states, then copy of state
+     * bandwidth of DESIGN §9) for R ∈ {32, 64, 128, 256}, T ∈ {1, 4, 6}, and at R = 64, T = 4 against the intermediate-copy verify and commit (scan-states, then copy of state
      * T−1). Device times from CUDA events (Mamba2KernelsTest.time); informative, not asserted.
      */
     @Test
@@ -435,7 +424,6 @@ class Mamba2BatchKernelsTest {
         double bw = 3.0e12;   // DESIGN §9: device-to-device copy bandwidth of the H100 (read + write)
         CudaRuntime rt = new CudaRuntime(0);
         try (CudaBackend b = new CudaBackend(rt, CudaBackend.Precision.FLOAT32)) {
-            Mamba2BatchKernels wide = new Mamba2BatchKernels(rt, true);
             Random r = new Random(11);
             Tensor xBC = b.upload(Gpu.normal(r, maxRows * maxT * s.conv(), 1), maxRows * maxT, s.conv());
             Tensor dtRaw = b.upload(Gpu.uniform(r, maxRows * maxT * s.h(), -4, 3), maxRows * maxT, s.h());
@@ -477,16 +465,9 @@ class Mamba2BatchKernelsTest {
                                 layout, pr, counts, xs, dts, dtBias, aLog, d, dims, nx, t, ys), reps,
                                 "replayVerifyBatch " + layout + " R=" + rows + " T=" + t);
                         lines.add(line("replayVerifyBatch", layout, rows, t, sec, 2 * stateBytes * rows, bw));
-                        double wideSec = Mamba2KernelsTest.time(rt, b, filler, filler2, () -> wide.replayVerifyBatch(
-                                cuda(st), layout, cuda(pr), counts, (CudaTensor) xs, (CudaTensor) dts,
-                                (CudaTensor) dtBias, (CudaTensor) aLog, (CudaTensor) d, dims, cuda(nx), t,
-                                (CudaTensor) ys), reps, "replayVerifyBatch wide tile " + layout + " R=" + rows + " T="
-                                + t);
-                        lines.add(line("replayVerifyBatch (wide tile)", layout, rows, t, wideSec,
-                                2 * stateBytes * rows, bw));
                         if (rows == 64 && t == 4) {
                             lines.addAll(compareAtR64(rt, b, layout, st, counts, xs, dts, dtBias, aLog, d, ys, filler,
-                                    filler2, Math.min(sec, wideSec), stateBytes, bw));
+                                    filler2, sec, stateBytes, bw));
                         }
                         Gpu.free(b, xs, dts, ys);
                     }
@@ -546,14 +527,6 @@ class Mamba2BatchKernelsTest {
     private static Tensor rows(CudaBackend b, Tensor src, int from, int n) {
         Tensor out = b.zeros(n, src.cols());
         b.copyRows(src, from, out, 0, n);
-        return out;
-    }
-
-    private static CudaTensor[] cuda(Tensor[] ts) {
-        CudaTensor[] out = new CudaTensor[ts.length];
-        for (int i = 0; i < ts.length; i++) {
-            out[i] = (CudaTensor) ts[i];
-        }
         return out;
     }
 }
