@@ -25,6 +25,7 @@ final class Mamba2BatchKernels {
     private static final int MAX_ROWS = 65535;
 
     private final CudaRuntime rt;
+
     Mamba2BatchKernels(CudaRuntime rt) {
         this.rt = rt;
     }
