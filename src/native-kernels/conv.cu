@@ -1,5 +1,5 @@
 // Causal depthwise conv1d with SiLU over [window | x] (prefill and the spec window), and the window
-// shift. Weights (w [C, W], bias [C]) in any weight dtype; activations and the window float32.
+// shift, each also for R generate rows in one launch. Weights (w [C, W], bias [C]) in any weight dtype; activations and the window float32.
 #include "common.cuh"
 
 // silu as the CPU reference (exp in double, rounded once).
@@ -31,14 +31,66 @@ __device__ void conv1d_impl(const float* __restrict__ x, const float* __restrict
 #define CONV_W(WS, WT) CONV_B(WS, WT, f32, float) CONV_B(WS, WT, bf16, __nv_bfloat16) CONV_B(WS, WT, f16, __half)
 HYSPEC_FOR_WEIGHT_TYPES(CONV_W)
 
-// window [C, K] becomes the last K columns of [window | x[0..count)^T]; one thread per channel
-// (ascending copies within a channel, so the in-place shift is safe).
-extern "C" __global__ void conv_shift(float* __restrict__ window, const float* __restrict__ x, int count, int C,
-                                      int K) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
+// window [C, K] becomes the last K columns of [window | x[0..count)^T] for channel c (ascending
+// copies, so the in-place shift is safe).
+__device__ __forceinline__ void conv_shift_channel(float* __restrict__ window, const float* __restrict__ x, int count,
+                                                   int c, int C, int K) {
     float* win = window + (long)c * K;
     int fromWindow = K - count > 0 ? K - count : 0;
     for (int i = 0; i < fromWindow; i++) win[i] = win[i + K - fromWindow];
     for (int i = fromWindow; i < K; i++) win[i] = x[(long)(count - K + i) * C + c];
+}
+
+// One thread per channel.
+extern "C" __global__ void conv_shift(float* __restrict__ window, const float* __restrict__ x, int count, int C,
+                                      int K) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c < C) conv_shift_channel(window, x, count, c, C, K);
+}
+
+// ---------------------------------------------------------------- R rows in one launch
+//
+// Row r owns tokens r*T .. r*T+T-1 of the stacked x and out, its window is windows[r] (a table of
+// device addresses); grid (ceil(C / block), R), one thread per (row, channel): the row's T outputs
+// of the channel as conv1d_impl computes them, then (advance) the channel's window moves past the
+// row's tokens. A thread reads and writes only its own channel's window, so the update is in place.
+template <typename WT, typename BT>
+__device__ void conv1d_batch_impl(const float* __restrict__ x, float* const* __restrict__ windows,
+                                  const WT* __restrict__ w, const BT* __restrict__ bias, int hasBias,
+                                  float* __restrict__ out, int T, int C, int W, int advance) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    const int K = W - 1;
+    const long first = (long)blockIdx.y * T * C;
+    float* window = windows[blockIdx.y];
+    const float* win = window + (long)c * K;
+    for (int t = 0; t < T; t++) {
+        float acc = hasBias ? ld(bias, c) : 0.f;
+        for (int j = 0; j < W; j++) {
+            int u = t + j;   // index into [window | x]
+            float v = u < K ? win[u] : x[first + (long)(u - K) * C + c];
+            acc += ld(w, (long)c * W + j) * v;
+        }
+        out[first + (long)t * C + c] = conv_silu(acc);
+    }
+    if (advance) conv_shift_channel(window, x + first, T, c, C, K);
+}
+
+#define CONV_BATCH_B(WS, WT, BS, BT)                                                                        \
+    extern "C" __global__ void conv1d_batch_##WS##_##BS(const float* x, float* const* windows, const WT* w, \
+                                                         const BT* bias, int hasBias, float* out, int T, int C, \
+                                                         int W, int advance) {                              \
+        conv1d_batch_impl<WT, BT>(x, windows, w, bias, hasBias, out, T, C, W, advance);                      \
+    }
+#define CONV_BATCH_W(WS, WT) \
+    CONV_BATCH_B(WS, WT, f32, float) CONV_BATCH_B(WS, WT, bf16, __nv_bfloat16) CONV_BATCH_B(WS, WT, f16, __half)
+HYSPEC_FOR_WEIGHT_TYPES(CONV_BATCH_W)
+
+// shiftWindow of every row: windows[r] moves past the first counts[r] rows of xs[r] (count 0: left
+// as is, decided here so the launch does not depend on the counts); grid (ceil(C / block), R).
+extern "C" __global__ void conv_shift_batch(float* const* __restrict__ windows, const float* const* __restrict__ xs,
+                                            const int* __restrict__ counts, int C, int K) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    const int count = counts[blockIdx.y];
+    if (c < C && count > 0) conv_shift_channel(windows[blockIdx.y], xs[blockIdx.y], count, c, C, K);
 }

@@ -132,3 +132,42 @@ extern "C" __global__ void dense_scatter_add_rows(const float* src, const int* t
         dst[at] = acc;
     }
 }
+
+// ---------------------------------------------------------------- batched copies
+//
+// dsts[r][0..n) = srcs[r][0..n) for every pair r of two tables of device addresses (copyBatch, and
+// scatterRowBlocks with srcs pointing at the row blocks of one tensor); grid (ceil(n / (VEC ·
+// COPY_UNROLL · block)), pairs). VEC = 4: 16-byte vectors (n % 4 == 0, addresses 16-byte aligned,
+// checked on the host). Each thread issues its COPY_UNROLL loads before its stores.
+#define COPY_UNROLL 4
+
+template <int VEC> struct CopyVec { typedef float T; };
+template <> struct CopyVec<4> { typedef float4 T; };
+
+template <int VEC>
+__device__ void copy_batch_impl(const float* const* __restrict__ srcs, float* const* __restrict__ dsts, long n) {
+    typedef typename CopyVec<VEC>::T V;
+    const V* src = reinterpret_cast<const V*>(srcs[blockIdx.y]);
+    V* dst = reinterpret_cast<V*>(dsts[blockIdx.y]);
+    const long nv = n / VEC;
+    const long i0 = (long)blockIdx.x * COPY_UNROLL * blockDim.x + threadIdx.x;
+    V v[COPY_UNROLL];
+#pragma unroll
+    for (int u = 0; u < COPY_UNROLL; u++) {
+        long i = i0 + (long)u * blockDim.x;
+        if (i < nv) v[u] = src[i];
+    }
+#pragma unroll
+    for (int u = 0; u < COPY_UNROLL; u++) {
+        long i = i0 + (long)u * blockDim.x;
+        if (i < nv) dst[i] = v[u];
+    }
+}
+
+extern "C" __global__ void copy_batch_v4(const float* const* srcs, float* const* dsts, long n) {
+    copy_batch_impl<4>(srcs, dsts, n);
+}
+
+extern "C" __global__ void copy_batch_v1(const float* const* srcs, float* const* dsts, long n) {
+    copy_batch_impl<1>(srcs, dsts, n);
+}

@@ -1,9 +1,8 @@
 // Mamba2 state operations: the prefill scan, the scan that writes every token's state (the
-// intermediate-copy verify), the rank-count replay update, the outputs of T tokens straight from a
-// state (replay verify) and the in-place KV <-> VK transpose. The math is Backend's; the CPU backend
-// is the reference. Scalars that feed an exponential (dt, A, the running sums c, the decays) are
-// computed as the CPU does (double exp/log1p rounded once to float, no fused multiply-add), so the
-// two backends see the same decays.
+// intermediate-copy verify), both also for R rows in one launch (pointer tables), the rank-count
+// replay update, the outputs of T tokens straight from a state (replay verify; the fused batched
+// replay verify is mamba2_verify.cu) and the in-place KV <-> VK transpose. The math is Backend's;
+// the CPU backend is the reference; scalar helpers in mamba2.cuh.
 //
 // State per head h: VK is [P, N] (N contiguous), KV is [N, P] (P contiguous).
 //
@@ -13,30 +12,13 @@
 //       the reduction over n for y is a shuffle within the L lanes;
 //   KV: lanes = PT threads per n row, one p each (coalesced along p), n = sub + NSUB*k, the
 //       reduction over n goes through shared memory.
-#include "common.cuh"
+#include "mamba2.cuh"
 
 #define M2_MAXK 16   // state elements per thread in the p-tile kernels (variants _k4, _k8, _k16)
 #define M2_TC 8      // tokens staged in shared memory at a time
 #define M2_MAXS 8    // destination states per scan-states launch
 
 extern __shared__ float m2_smem[];
-
-// dt = clamp(softplus(raw + bias), dtMin, dtMax), softplus in double as the CPU reference.
-__device__ __forceinline__ float m2_dt(float raw, float bias, float lo, float hi) {
-    float x = __fadd_rn(raw, bias);
-    float sp = x > 20.f ? x : (float)log1p(exp((double)x));
-    return fminf(fmaxf(sp, lo), hi);
-}
-
-__device__ __forceinline__ float m2_a(float aLog) { return -(float)exp((double)aLog); }
-
-__device__ __forceinline__ float m2_exp(float v) { return (float)exp((double)v); }
-
-// Reduction of a partial sum over the `lanes` lanes (a power of two <= 32) that share a p row.
-__device__ __forceinline__ float m2_group_sum(float v, int lanes) {
-    for (int o = lanes >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 struct M2Map {
     int pl;      // p within the tile
@@ -72,12 +54,12 @@ __device__ __forceinline__ long m2_at(int h, int p, int n, int P, int N) {
 
 // ---------------------------------------------------------------- scan / scan-states
 //
-// grid (H, p-tiles), block as the mapping. Tokens 0..T-1 of this launch (pointers already offset
-// to the launch's first token). Reads the state from `src` once; !STATES writes it to `dst` once at
-// the end; STATES writes the state after token t to dsts[t] (t < T <= M2_MAXS).
+// grid (H, p-tiles[, rows]), block as the mapping. Tokens 0..T-1 of this launch (pointers already
+// offset to the launch's first token). Reads the state from `src` once; !STATES writes it to `dst`
+// once at the end; STATES writes the state after token t to dsts[t] (a table in shared or global
+// memory, t < T; T <= M2_MAXS for the single-row kernels).
 template <bool VK, bool STATES, int KM, typename W>
-__device__ void m2_scan_impl(const float* src, float* dst, float* d0, float* d1, float* d2,
-                             float* d3, float* d4, float* d5, float* d6, float* d7,
+__device__ void m2_scan_impl(const float* src, float* dst, float* const* dsts,
                              const float* __restrict__ xBC, const float* __restrict__ dtRaw,
                              const W* __restrict__ dtBias, const W* __restrict__ aLog, const W* __restrict__ dd,
                              float* __restrict__ y, int T, int H, int P, int N, int G, float dtMin, float dtMax,
@@ -94,11 +76,6 @@ __device__ void m2_scan_impl(const float* src, float* dst, float* d0, float* d1,
     float* sdt = sc + M2_TC * N;             // [TC]
     float* sdec = sdt + M2_TC;               // [TC]
     float* red = sdec + M2_TC;               // KV: [2][nsub][ptile]
-    __shared__ float* dsts[M2_MAXS];
-    if (STATES && threadIdx.x == 0) {
-        dsts[0] = d0; dsts[1] = d1; dsts[2] = d2; dsts[3] = d3;
-        dsts[4] = d4; dsts[5] = d5; dsts[6] = d6; dsts[7] = d7;
-    }
     const M2Map m = m2_map<VK>(ptile, lanes, nsub, P);
     const float A = m2_a(ld(aLog, h));
     const float bias = ld(dtBias, h);
@@ -181,26 +158,63 @@ __device__ void m2_scan_impl(const float* src, float* dst, float* d0, float* d1,
     }
 }
 
+// One row: the destinations come as kernel arguments d0..d7 and are gathered into a shared table
+// (read after the scan's first barrier).
+template <bool VK, bool STATES, int KM, typename W>
+__device__ void m2_scan_row(const float* src, float* dst, float* d0, float* d1, float* d2, float* d3, float* d4,
+                            float* d5, float* d6, float* d7, const float* xBC, const float* dtRaw, const W* dtBias,
+                            const W* aLog, const W* dd, float* y, int T, int H, int P, int N, int G, float dtMin,
+                            float dtMax, int ptile, int lanes, int nsub, int K) {
+    __shared__ float* dsts[M2_MAXS];
+    if (STATES && threadIdx.x == 0) {
+        dsts[0] = d0; dsts[1] = d1; dsts[2] = d2; dsts[3] = d3;
+        dsts[4] = d4; dsts[5] = d5; dsts[6] = d6; dsts[7] = d7;
+    }
+    m2_scan_impl<VK, STATES, KM, W>(src, dst, dsts, xBC, dtRaw, dtBias, aLog, dd, y, T, H, P, N, G, dtMin, dtMax,
+                                    ptile, lanes, nsub, K);
+}
+
+// R rows in one launch, row = blockIdx.z, each row T tokens of the stacked xBC, dtRaw and y. The
+// scan reads srcs[r] and writes dsts[r] (in place: the same table); the scan-states reads srcs[r]
+// and writes the state after token t to dsts[r * T + t], for any T.
+template <bool VK, bool STATES, int KM, typename W>
+__device__ void m2_scan_batch(const float* const* srcs, float* const* dsts, const float* xBC, const float* dtRaw,
+                              const W* dtBias, const W* aLog, const W* dd, float* y, int T, int H, int P, int N, int G,
+                              float dtMin, float dtMax, int ptile, int lanes, int nsub, int K) {
+    const int r = blockIdx.z;
+    const long tok = (long)r * T;
+    m2_scan_impl<VK, STATES, KM, W>(srcs[r], STATES ? nullptr : dsts[r], STATES ? dsts + tok : nullptr,
+                                    xBC + tok * (H * P + 2 * G * N), dtRaw + tok * H, dtBias, aLog, dd,
+                                    y + tok * H * P, T, H, P, N, G, dtMin, dtMax, ptile, lanes, nsub, K);
+}
+
 #define M2_SCAN_PARAMS(W)                                                                                   \
     const float *src, float *dst, float *d0, float *d1, float *d2, float *d3, float *d4, float *d5, float *d6, \
         float *d7, const float *xBC, const float *dtRaw, const W *dtBias, const W *aLog, const W *dd, float *y,  \
         int T, int H, int P, int N, int G, float dtMin, float dtMax, int ptile, int lanes, int nsub, int K
 #define M2_SCAN_ARGS \
     src, dst, d0, d1, d2, d3, d4, d5, d6, d7, xBC, dtRaw, dtBias, aLog, dd, y, T, H, P, N, G, dtMin, dtMax, ptile, lanes, nsub, K
+#define M2_SCAN_BATCH_PARAMS(W)                                                                           \
+    const float *const *srcs, float *const *dsts, const float *xBC, const float *dtRaw, const W *dtBias,       \
+        const W *aLog, const W *dd, float *y, int T, int H, int P, int N, int G, float dtMin, float dtMax,       \
+        int ptile, int lanes, int nsub, int K
+#define M2_SCAN_BATCH_ARGS \
+    srcs, dsts, xBC, dtRaw, dtBias, aLog, dd, y, T, H, P, N, G, dtMin, dtMax, ptile, lanes, nsub, K
 
-#define M2_SCAN_K(S, W, KM)                                                                                 \
-    extern "C" __global__ void m2_scan_vk_k##KM##_##S(M2_SCAN_PARAMS(W)) {                                 \
-        m2_scan_impl<true, false, KM, W>(M2_SCAN_ARGS);                                                     \
+#define M2_SCAN_KL(S, W, KM, L, VK)                                                                         \
+    extern "C" __global__ void m2_scan_##L##_k##KM##_##S(M2_SCAN_PARAMS(W)) {                              \
+        m2_scan_row<VK, false, KM, W>(M2_SCAN_ARGS);                                                        \
     }                                                                                                       \
-    extern "C" __global__ void m2_scan_kv_k##KM##_##S(M2_SCAN_PARAMS(W)) {                                 \
-        m2_scan_impl<false, false, KM, W>(M2_SCAN_ARGS);                                                    \
+    extern "C" __global__ void m2_scan_states_##L##_k##KM##_##S(M2_SCAN_PARAMS(W)) {                       \
+        m2_scan_row<VK, true, KM, W>(M2_SCAN_ARGS);                                                         \
     }                                                                                                       \
-    extern "C" __global__ void m2_scan_states_vk_k##KM##_##S(M2_SCAN_PARAMS(W)) {                          \
-        m2_scan_impl<true, true, KM, W>(M2_SCAN_ARGS);                                                      \
+    extern "C" __global__ void m2_scan_batch_##L##_k##KM##_##S(M2_SCAN_BATCH_PARAMS(W)) {                  \
+        m2_scan_batch<VK, false, KM, W>(M2_SCAN_BATCH_ARGS);                                                \
     }                                                                                                       \
-    extern "C" __global__ void m2_scan_states_kv_k##KM##_##S(M2_SCAN_PARAMS(W)) {                          \
-        m2_scan_impl<false, true, KM, W>(M2_SCAN_ARGS);                                                     \
+    extern "C" __global__ void m2_scan_states_batch_##L##_k##KM##_##S(M2_SCAN_BATCH_PARAMS(W)) {           \
+        m2_scan_batch<VK, true, KM, W>(M2_SCAN_BATCH_ARGS);                                                 \
     }
+#define M2_SCAN_K(S, W, KM) M2_SCAN_KL(S, W, KM, vk, true) M2_SCAN_KL(S, W, KM, kv, false)
 #define M2_SCAN(S, W) M2_SCAN_K(S, W, 4) M2_SCAN_K(S, W, 8) M2_SCAN_K(S, W, 16)
 HYSPEC_FOR_WEIGHT_TYPES(M2_SCAN)
 

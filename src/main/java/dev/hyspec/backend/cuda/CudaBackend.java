@@ -32,6 +32,7 @@ public final class CudaBackend implements Backend {
     private final DenseKernels dense;
     private final AttentionKernels attention;
     private final Mamba2Kernels mamba2;
+    private final Mamba2BatchKernels mamba2Batch;
     private final GdnKernels gdn;
 
     /** Opens CUDA device 0 in float32 precision; throws {@link IllegalStateException} saying why when there is none. */
@@ -50,6 +51,7 @@ public final class CudaBackend implements Backend {
         this.dense = new DenseKernels(rt, precision);
         this.attention = new AttentionKernels(rt);
         this.mamba2 = new Mamba2Kernels(rt);
+        this.mamba2Batch = new Mamba2BatchKernels(rt);
         this.gdn = new GdnKernels(rt);
     }
 
@@ -468,6 +470,70 @@ public final class CudaBackend implements Backend {
     public void transposeState(Tensor state, int heads, int rows, int cols) {
         rt.enter();
         mamba2.transposeState(f32(state), heads, rows, cols);
+    }
+
+    // ---- batched generate rows ----
+
+    @Override
+    public void scatterRowBlocks(Tensor src, int tokensPerRow, Tensor[] dst) {
+        rt.enter();
+        dense.scatterRowBlocks(f32(src), tokensPerRow, f32s(dst));
+    }
+
+    @Override
+    public void copyBatch(Tensor[] src, Tensor[] dst) {
+        rt.enter();
+        dense.copyBatch(f32s(src), f32s(dst));
+    }
+
+    @Override
+    public void causalConv1dBatch(Tensor x, Tensor[] windows, Tensor w, Tensor bias, int tokensPerRow, Tensor out,
+                                  boolean advance) {
+        rt.enter();
+        mamba2Batch.causalConv1dBatch(f32(x), f32s(windows), t(w), bias == null ? null : t(bias), tokensPerRow,
+                f32(out), advance);
+    }
+
+    @Override
+    public void shiftWindowBatch(Tensor[] windows, Tensor[] xs, int[] counts) {
+        rt.enter();
+        mamba2Batch.shiftWindowBatch(f32s(windows), f32s(xs), counts);
+    }
+
+    @Override
+    public void mamba2ScanBatch(Tensor[] states, StateLayout layout, Tensor xBC, Tensor dtRaw, Tensor dtBias,
+                                Tensor aLog, Tensor d, Mamba2Dims dims, int tokensPerRow, Tensor y) {
+        rt.enter();
+        mamba2Batch.scanBatch(f32s(states), layout, f32(xBC), f32(dtRaw), t(dtBias), t(aLog), t(d), dims, tokensPerRow,
+                f32(y));
+    }
+
+    @Override
+    public void mamba2ScanStatesBatch(Tensor[] states, StateLayout layout, Tensor xBC, Tensor dtRaw, Tensor dtBias,
+                                      Tensor aLog, Tensor d, Mamba2Dims dims, Tensor[][] scratch, int tokensPerRow,
+                                      Tensor y) {
+        rt.enter();
+        CudaTensor[][] s = new CudaTensor[scratch.length][];
+        for (int r = 0; r < scratch.length; r++) {
+            s[r] = f32s(scratch[r]);
+        }
+        mamba2Batch.scanStatesBatch(f32s(states), layout, f32(xBC), f32(dtRaw), t(dtBias), t(aLog), t(d), dims, s,
+                tokensPerRow, f32(y));
+    }
+
+    /** One fused launch where the kernel applies (T ≤ 8, VK rows of at most 512), else the per-row operations. */
+    @Override
+    public void mamba2ReplayVerifyBatch(Tensor[] states, StateLayout layout, Tensor[] previous, int[] counts,
+                                        Tensor xBC, Tensor dtRaw, Tensor dtBias, Tensor aLog, Tensor d,
+                                        Mamba2Dims dims, Tensor[] next, int tokensPerRow, Tensor y) {
+        rt.enter();
+        if (!mamba2Batch.canReplayVerify(layout, dims, tokensPerRow, states.length)) {
+            Backend.super.mamba2ReplayVerifyBatch(states, layout, previous, counts, xBC, dtRaw, dtBias, aLog, d, dims,
+                    next, tokensPerRow, y);
+            return;
+        }
+        mamba2Batch.replayVerifyBatch(f32s(states), layout, f32s(previous), counts, f32(xBC), f32(dtRaw), t(dtBias), t(aLog),
+                t(d), dims, f32s(next), tokensPerRow, f32(y));
     }
 
     // ---- mixture of experts ----

@@ -4,11 +4,16 @@ import dev.hyspec.checkpoint.DType;
 import java.util.Arrays;
 import jcuda.driver.CUdeviceptr;
 
-/** Embedding, matmul, norms, elementwise ops and the MoE row moves ({@code dense.cu}, {@code matmul.cu}). */
+/**
+ * Embedding, matmul, norms, elementwise ops, the MoE row moves and the batched copies of generate
+ * rows ({@code dense.cu}, {@code matmul.cu}).
+ */
 final class DenseKernels {
     private static final int BLOCK = 256;
     /** Most tokens a matmul runs as decode (weights streamed once, all tokens per row in registers). */
     static final int DECODE_MAX_TOKENS = 8;
+    /** As {@code COPY_UNROLL} in dense.cu: vectors per thread of copy_batch. */
+    private static final int COPY_UNROLL = 4;
     private static final CUdeviceptr NULL = new CUdeviceptr();
     private final CudaRuntime rt;
     private final CudaBackend.Precision precision;
@@ -179,6 +184,82 @@ final class DenseKernels {
         rt.launch("dense_scatter_add_rows", blocks(cols, BLOCK), gridY(groups), 1, BLOCK, 0, src,
                 rt.stage(Arrays.copyOf(targets, groups)), rt.stage(Arrays.copyOf(start, groups + 1)), rt.stage(order),
                 rt.stage(scale), dst, groups, cols);
+    }
+
+    // ---- batched copies (copy_batch in dense.cu) ----
+
+    /**
+     * {@code dst[i] = src[i]} for every pair, in one launch when all pairs hold the same number of
+     * elements (pairs of different sizes are copied one by one).
+     */
+    void copyBatch(CudaTensor[] src, CudaTensor[] dst) {
+        if (src.length != dst.length) {
+            throw new IllegalArgumentException("copyBatch: " + src.length + " sources for " + dst.length + " destinations");
+        }
+        if (src.length == 0) {
+            return;
+        }
+        long n = src[0].numel();
+        boolean uniform = true;
+        for (int i = 0; i < src.length; i++) {
+            if (src[i].numel() != dst[i].numel()) {
+                throw new IllegalArgumentException("copyBatch: pair " + i + " copies " + src[i] + " to " + dst[i]);
+            }
+            uniform &= src[i].numel() == n;
+        }
+        if (!uniform) {
+            for (int i = 0; i < src.length; i++) {
+                rt.copy(dst[i].ptr(), src[i].ptr(), src[i].numel() * 4);
+            }
+            return;
+        }
+        long[] from = new long[src.length];
+        long[] to = new long[dst.length];
+        for (int i = 0; i < src.length; i++) {
+            from[i] = StepGraphs.address(src[i].ptr());
+            to[i] = StepGraphs.address(dst[i].ptr());
+        }
+        copyPairs(from, to, n);
+    }
+
+    /** {@code dst[r]} rows {@code 0 … T−1} = {@code src} rows {@code r·T … r·T+T−1}, one launch. */
+    void scatterRowBlocks(CudaTensor src, int tokensPerRow, CudaTensor[] dst) {
+        int cols = src.cols();
+        if (tokensPerRow < 0 || src.rows() < (long) dst.length * tokensPerRow) {
+            throw new IllegalArgumentException("scatterRowBlocks: " + src + " has no " + dst.length + " blocks of "
+                    + tokensPerRow + " rows");
+        }
+        long[] from = new long[dst.length];
+        long[] to = new long[dst.length];
+        long n = (long) tokensPerRow * cols;
+        for (int r = 0; r < dst.length; r++) {
+            if (dst[r].cols() != cols || dst[r].rows() < tokensPerRow) {
+                throw new IllegalArgumentException("scatterRowBlocks: block of " + tokensPerRow + " rows of " + src
+                        + " into " + dst[r]);
+            }
+            from[r] = StepGraphs.address(src.at(r * n));
+            to[r] = StepGraphs.address(dst[r].ptr());
+        }
+        copyPairs(from, to, n);
+    }
+
+    /** {@code n} floats from {@code from[i]} to {@code to[i]} for every pair, 16-byte vectors where aligned. */
+    private void copyPairs(long[] from, long[] to, long n) {
+        if (n == 0 || from.length == 0) {
+            return;
+        }
+        boolean aligned = n % 4 == 0;
+        for (int i = 0; i < from.length; i++) {
+            aligned &= from[i] % 16 == 0 && to[i] % 16 == 0;
+        }
+        int vec = aligned ? 4 : 1;
+        int perBlock = vec * COPY_UNROLL * BLOCK;
+        for (int p0 = 0; p0 < from.length; p0 += 65535) {
+            int pairs = Math.min(65535, from.length - p0);
+            rt.launch("copy_batch_v" + vec, blocks(n, perBlock), pairs, 1, BLOCK, 0,
+                    rt.stage(Arrays.copyOfRange(from, p0, p0 + pairs)), rt.stage(Arrays.copyOfRange(to, p0, p0 + pairs)),
+                    n);
+        }
     }
 
     /** A grid's y extent for {@code n} rows: kernels loop when there are more rows than the limit. */

@@ -21,12 +21,12 @@ final class Mamba2Kernels {
     private static final int BLOCK = 256;
     /** As {@code M2_MAXK}, {@code M2_TC}, {@code M2_MAXS}, {@code M2_RJ}, {@code M2_REPT} in mamba2.cu. */
     private static final int MAXK = 16;
-    private static final int TC = 8;
-    private static final int MAXS = 8;
+    static final int TC = 8;
+    static final int MAXS = 8;
     private static final int RJ = 16;
     private static final int REPT = 8;
     private static final int DEFAULT_SHARED = 48 << 10;
-    private static final int MAX_SHARED = 227 << 10;
+    static final int MAX_SHARED = 227 << 10;
 
     private final CudaRuntime rt;
 
@@ -107,12 +107,12 @@ final class Mamba2Kernels {
     }
 
     /** The kernel-name part for a layout and a mapping: {@code vk_k4}, {@code kv_k16}, … */
-    private static String variant(StateLayout layout, PMap m) {
+    static String variant(StateLayout layout, PMap m) {
         int km = m.k() <= 4 ? 4 : m.k() <= 8 ? 8 : 16;
         return (layout == StateLayout.VK ? "vk" : "kv") + "_k" + km;
     }
 
-    private void allowShared(String kernel, int bytes) {
+    static void allowShared(CudaRuntime rt, String kernel, int bytes) {
         if (bytes > MAX_SHARED) {
             throw new IllegalArgumentException(kernel + " needs " + bytes + " bytes of shared memory");
         }
@@ -122,15 +122,16 @@ final class Mamba2Kernels {
     }
 
     /** dtBias, aLog and d in one dtype (as a checkpoint stores them), or all three widened to float32 temporaries. */
-    private final class HeadParams implements AutoCloseable {
+    static final class HeadParams implements AutoCloseable {
         final Object dtBias;
         final Object aLog;
         final Object d;
         final String suffix;
+        private final CudaRuntime rt;
         private final CUdeviceptr temp;
-        private final long bytes;
 
-        HeadParams(CudaTensor dtBias, CudaTensor aLog, CudaTensor d, int heads) {
+        HeadParams(CudaRuntime rt, CudaTensor dtBias, CudaTensor aLog, CudaTensor d, int heads) {
+            this.rt = rt;
             if (dtBias.numel() != heads || aLog.numel() != heads || d.numel() != heads) {
                 throw new IllegalArgumentException("Mamba2 dtBias " + dtBias + ", aLog " + aLog + ", d " + d + " for "
                         + heads + " heads");
@@ -141,10 +142,8 @@ final class Mamba2Kernels {
                 this.d = d;
                 this.suffix = DenseKernels.suffix(dtBias.dtype());
                 this.temp = null;
-                this.bytes = 0;
             } else {
-                this.bytes = 3L * heads * 4;
-                this.temp = rt.memory().alloc(bytes);
+                this.temp = rt.memory().alloc(3L * heads * 4);
                 CudaTensor[] src = {dtBias, aLog, d};
                 CUdeviceptr[] dst = new CUdeviceptr[3];
                 for (int i = 0; i < 3; i++) {
@@ -167,24 +166,24 @@ final class Mamba2Kernels {
         }
     }
 
-    private static void checkDims(Mamba2Dims dims) {
+    static void checkDims(Mamba2Dims dims) {
         if (dims.numHeads() <= 0 || dims.nGroups() <= 0 || dims.numHeads() % dims.nGroups() != 0 || dims.headDim() <= 0
                 || dims.stateSize() <= 0) {
             throw new IllegalArgumentException("Mamba2 dims " + dims);
         }
     }
 
-    private static long stateSize(Mamba2Dims dims) {
+    static long stateSize(Mamba2Dims dims) {
         return (long) dims.numHeads() * dims.headDim() * dims.stateSize();
     }
 
-    private static void checkState(CudaTensor state, Mamba2Dims dims) {
+    static void checkState(CudaTensor state, Mamba2Dims dims) {
         if (state.numel() != stateSize(dims)) {
             throw new IllegalArgumentException("state " + state + " does not hold " + stateSize(dims) + " elements");
         }
     }
 
-    private static void checkTokens(CudaTensor xBC, CudaTensor dtRaw, CudaTensor y, Mamba2Dims dims) {
+    static void checkTokens(CudaTensor xBC, CudaTensor dtRaw, CudaTensor y, Mamba2Dims dims) {
         int tokens = xBC.rows();
         if (xBC.numel() != (long) tokens * dims.convDim() || dtRaw.numel() != (long) tokens * dims.numHeads()
                 || y.numel() != (long) tokens * dims.innerSize()) {
@@ -192,14 +191,14 @@ final class Mamba2Kernels {
         }
     }
 
-    private static int historyWidth(Mamba2Dims dims) {
+    static int historyWidth(Mamba2Dims dims) {
         return dims.innerSize() + dims.nGroups() * dims.stateSize() + 2 * dims.numHeads();
     }
 
     // ---------------------------------------------------------------- scans
 
     /** Shared memory of the scan kernels: x, B, C and dt, decay staging plus the KV reduction. */
-    private static int scanShared(PMap m, int n) {
+    static int scanShared(PMap m, int n) {
         return 4 * (TC * m.ptile() + 2 * TC * n + 2 * TC + 2 * m.nsub() * m.ptile());
     }
 
@@ -215,9 +214,9 @@ final class Mamba2Kernels {
         PMap m = pmap(layout, dims.headDim(), dims.stateSize());
         String kernel;
         int shared = scanShared(m, dims.stateSize());
-        try (HeadParams hp = new HeadParams(dtBias, aLog, d, dims.numHeads())) {
+        try (HeadParams hp = new HeadParams(rt, dtBias, aLog, d, dims.numHeads())) {
             kernel = "m2_scan_" + variant(layout, m) + "_" + hp.suffix;
-            allowShared(kernel, shared);
+            allowShared(rt, kernel, shared);
             rt.launch(kernel, dims.numHeads(), m.tiles(), 1, m.threads(), shared,
                     state, state, state, state, state, state, state, state, state, state,
                     xBC, dtRaw, hp.dtBias, hp.aLog, hp.d, y, tokens, dims.numHeads(), dims.headDim(), dims.stateSize(),
@@ -247,9 +246,9 @@ final class Mamba2Kernels {
         PMap m = pmap(layout, dims.headDim(), dims.stateSize());
         int shared = scanShared(m, dims.stateSize());
         int conv = dims.convDim();
-        try (HeadParams hp = new HeadParams(dtBias, aLog, d, dims.numHeads())) {
+        try (HeadParams hp = new HeadParams(rt, dtBias, aLog, d, dims.numHeads())) {
             String kernel = "m2_scan_states_" + variant(layout, m) + "_" + hp.suffix;
-            allowShared(kernel, shared);
+            allowShared(rt, kernel, shared);
             for (int t0 = 0; t0 < tokens; t0 += MAXS) {
                 int count = Math.min(MAXS, tokens - t0);
                 CudaTensor src = t0 == 0 ? state : states[t0 - 1];
@@ -287,7 +286,7 @@ final class Mamba2Kernels {
         }
         int tileRows = Math.min(rows, Math.max(1, REPT * BLOCK / cols));
         int shared = 4 * (RJ * tileRows + RJ * cols);
-        allowShared("m2_replay", shared);
+        allowShared(rt, "m2_replay", shared);
         rt.launch("m2_replay", dims.numHeads(), (rows + tileRows - 1) / tileRows, 1, BLOCK, shared, state, history,
                 count, dims.numHeads(), dims.headDim(), dims.stateSize(), dims.nGroups(), vk ? 1 : 0, tileRows);
     }
@@ -320,9 +319,9 @@ final class Mamba2Kernels {
             throw new IllegalArgumentException("mamba2ReplayOutputs: " + tokens + " tokens need " + shared
                     + " bytes of shared memory");
         }
-        try (HeadParams hp = new HeadParams(dtBias, aLog, d, dims.numHeads())) {
+        try (HeadParams hp = new HeadParams(rt, dtBias, aLog, d, dims.numHeads())) {
             String kernel = (small ? "m2_ro_small_" : "m2_replay_outputs_") + variant(layout, m) + "_" + hp.suffix;
-            allowShared(kernel, (int) shared);
+            allowShared(rt, kernel, (int) shared);
             rt.launch(kernel, dims.numHeads(), m.tiles(), 1, m.threads(), (int) shared, state, xBC, dtRaw, hp.dtBias,
                     hp.aLog, hp.d, history, y, tokens, dims.numHeads(), dims.headDim(), dims.stateSize(),
                     dims.nGroups(), dims.dtMin(), dims.dtMax(), m.ptile(), m.lanes(), m.nsub(), m.k());
@@ -342,7 +341,7 @@ final class Mamba2Kernels {
         }
         long shared = 4L * rows * (cols + 1);
         if (shared <= MAX_SHARED) {
-            allowShared("m2_transpose_inplace", (int) shared);
+            allowShared(rt, "m2_transpose_inplace", (int) shared);
             rt.launch("m2_transpose_inplace", heads, 1, 1, BLOCK, (int) shared, state, rows, cols);
             return;
         }

@@ -458,8 +458,8 @@ class Mamba2KernelsTest {
      * figure is marked invalid when the queue drained before every launch was issued (the host's
      * launch cost then dominates); the host's cost per call is printed beside it.
      */
-    private static double time(CudaRuntime rt, CudaBackend b, Tensor filler, Tensor filler2, Runnable op, int reps,
-                               String what) {
+    static double time(CudaRuntime rt, CudaBackend b, Tensor filler, Tensor filler2, Runnable op, int reps,
+                       String what) {
         for (int i = 0; i < 5; i++) {
             op.run();
         }

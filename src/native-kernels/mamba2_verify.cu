@@ -1,0 +1,386 @@
+// The replay verify of R rows in one launch (DESIGN §4 I4, steps 1-3; Backend.mamba2ReplayVerifyBatch).
+// Per row r, head h and tile of p values a block
+//   1. reads its part of S_old = states[r] once, in VEC-float vectors (16 bytes), into registers;
+//   2. replays the row's counts[r] previous tokens (history previous[r]) in one rank-count update,
+//        S(L) = e^{c_{count-1}} S_old + sum_{j<count} (e^{c_{count-1}-c_j} dt_j x_j) (x) B_j,
+//      and writes S(L) back once (not at all when count = 0: S(L) = S_old);
+//   3. computes the T outputs from the registers,
+//        y_t = e^{c_t} (C_t . S(L)) + sum_{j<=t} (C_t . B_j) e^{c_t-c_j} dt_j x_j + D x_t,
+//      and writes the tokens' history rows [x | B | dt | c] to next[r].
+// State traffic per row: one read and at most one write of |S|. The math and its rounding order are
+// CpuBackend.mamba2Replay / mamba2ReplayOutputs'.
+//
+// Latency: the block's global reads form two rounds. First the row's table entries (and the
+// tokens' vectors, which need none); then the state vectors and the previous tokens' vectors,
+// every one issued before any is used (m2v_stage: M2V_U vectors per thread per round, stores to
+// shared memory after all loads). The history rows are written after the first barrier; the
+// double-precision exponentials are spread over threads, one each.
+//
+// Tile: the full N range of `ptile` p values of one head, as state rows (VK: p, N contiguous; KV: n,
+// P contiguous) of VEC-float vectors; `lanes` threads (a power of two <= 32) share a row.
+//   VK: a thread holds KM vectors of one row p, at columns (lane + lanes*c)*VEC: C . S reduces
+//       in registers, then over the row's lanes by shuffles.
+//   KV: a thread holds one column vector p .. p+VEC-1 of KM rows n = rt + rts*k: C . S reduces
+//       over its rows, then over the warp's rows by shuffles, then across warps in shared memory.
+// grid (p tiles, H, R), 256 threads. Per-row addresses and counts come from staged device tables.
+#include "mamba2.cuh"
+
+#define M2V_TC 8   // tokens per row; previous tokens staged per chunk
+#define M2V_U 4    // staged vectors per thread per load round
+
+extern __shared__ __align__(16) float m2v_smem[];
+
+template <int VEC> struct M2VVec { typedef float T; };
+template <> struct M2VVec<4> { typedef float4 T; };
+
+// State vectors: streamed (read once, written once per call), so kept out of the way of the
+// tokens' vectors in L2.
+template <int VEC>
+__device__ __forceinline__ void m2v_load_state(float (&d)[VEC], const float* p) {
+    if constexpr (VEC == 4) {
+        float4 q = __ldcs(reinterpret_cast<const float4*>(p));
+        d[0] = q.x; d[1] = q.y; d[2] = q.z; d[3] = q.w;
+    } else {
+        d[0] = __ldcs(p);
+    }
+}
+
+template <int VEC>
+__device__ __forceinline__ void m2v_store_state(float* p, const float (&d)[VEC]) {
+    if constexpr (VEC == 4) {
+        __stcs(reinterpret_cast<float4*>(p), make_float4(d[0], d[1], d[2], d[3]));
+    } else {
+        __stcs(p, d[0]);
+    }
+}
+
+// VEC floats of shared memory.
+template <int VEC>
+__device__ __forceinline__ void m2v_lds(float (&d)[VEC], const float* p) {
+    if constexpr (VEC == 4) {
+        float4 q = *reinterpret_cast<const float4*>(p);
+        d[0] = q.x; d[1] = q.y; d[2] = q.z; d[3] = q.w;
+    } else {
+        d[0] = *p;
+    }
+}
+
+// c_t = sum_{i<=t} A dt_i, summed as the CPU does (no fused multiply-add).
+__device__ __forceinline__ float m2v_csum(const float* sdt, int t, float A) {
+    float c = 0.f;
+    for (int i = 0; i <= t; i++) c = __fadd_rn(c, __fmul_rn(A, sdt[i]));
+    return c;
+}
+
+// Where a staged vector comes from and goes to.
+struct M2VStage {
+    const float* xBC;   // this row's tokens, [T, conv]
+    const float* prev;  // this row's previous history, [>= count, width]
+    int T, conv, width;
+    int bOff, cOff, xOff;       // B, C columns of the head's group; the tile's first x column
+    int rowOff, colOff;         // previous rows' row / column vectors (VK: x / B; KV: B / x)
+    int nv, pv, rv, cv;         // vectors per row: B and C, tile x, previous row / column vectors
+    int N, ptile, rowsMax, colsMax;
+    int sx, pRow, pCol;         // shared offsets (B at 0, C at T*N)
+};
+
+// Stages the tokens' B, C (T*nv vectors each) and tile x (T*pv) when `tokens`, and previous rows
+// j0 .. j0+jc-1 (row vectors jc*rv, column vectors jc*cv): M2V_U vectors per thread per round, all
+// loads of a round before its stores.
+template <int VEC>
+__device__ void m2v_stage(float* sm, const M2VStage& g, bool tokens, int j0, int jc) {
+    typedef typename M2VVec<VEC>::T V;
+    const int nBC = tokens ? 2 * g.T * g.nv : 0;
+    const int nX = tokens ? g.T * g.pv : 0;
+    const int nR = jc * g.rv;
+    const int total = nBC + nX + nR + jc * g.cv;
+    for (int base = threadIdx.x; base < total; base += M2V_U * blockDim.x) {
+        V v[M2V_U];
+        int off[M2V_U];
+#pragma unroll
+        for (int u = 0; u < M2V_U; u++) {
+            int e = base + u * blockDim.x;
+            off[u] = -1;
+            if (e < total) {
+                const float* src;
+                if (e < nBC) {   // q < T: B of token q, else C of token q - T
+                    int q = e / g.nv, c = e - q * g.nv;
+                    int t = q < g.T ? q : q - g.T;
+                    src = g.xBC + (long)t * g.conv + (q < g.T ? g.bOff : g.cOff) + c * VEC;
+                    off[u] = q * g.N + c * VEC;
+                } else if ((e -= nBC) < nX) {
+                    int q = e / g.pv, c = e - q * g.pv;
+                    src = g.xBC + (long)q * g.conv + g.xOff + c * VEC;
+                    off[u] = g.sx + q * g.ptile + c * VEC;
+                } else if ((e -= nX) < nR) {
+                    int q = e / g.rv, c = e - q * g.rv;
+                    src = g.prev + (long)(j0 + q) * g.width + g.rowOff + c * VEC;
+                    off[u] = g.pRow + q * g.rowsMax + c * VEC;
+                } else {
+                    e -= nR;
+                    int q = e / g.cv, c = e - q * g.cv;
+                    src = g.prev + (long)(j0 + q) * g.width + g.colOff + c * VEC;
+                    off[u] = g.pCol + q * g.colsMax + c * VEC;
+                }
+                v[u] = *reinterpret_cast<const V*>(src);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < M2V_U; u++) {
+            if (off[u] >= 0) *reinterpret_cast<V*>(sm + off[u]) = v[u];
+        }
+    }
+}
+
+template <bool VK, int VEC, int KM, typename W>
+__device__ void m2_replay_verify_impl(float* const* __restrict__ states, const float* const* __restrict__ prevs,
+                                      const int* __restrict__ counts, const float* __restrict__ xBCAll,
+                                      const float* __restrict__ dtRawAll, const W* __restrict__ dtBias,
+                                      const W* __restrict__ aLog, const W* __restrict__ dd,
+                                      float* const* __restrict__ nexts, float* __restrict__ yAll, int T, int H, int P,
+                                      int N, int G, float dtMin, float dtMax, int ptile, int lanes) {
+    float* sm = m2v_smem;
+    const int r = blockIdx.z, h = blockIdx.y, p0 = blockIdx.x * ptile;
+    const int pw = min(ptile, P - p0);
+    const int hpg = H / G, g = h / hpg;
+    const int conv = H * P + 2 * G * N;
+    const int width = H * P + G * N + 2 * H;
+    const int bOff = H * P + g * N, cOff = H * P + G * N + g * N, hDt = H * P + G * N;
+    const int tid = threadIdx.x;
+    const int lane = tid % lanes, rt = tid / lanes, rts = blockDim.x / lanes;
+    const int rowsT = VK ? pw : N;              // state rows in the tile
+    const int colsT = VK ? N : pw;              // contiguous columns in the tile
+    const int rowsMax = VK ? ptile : N, colsMax = VK ? N : ptile;
+
+    // Shared memory: the vector-staged arrays first (16-byte aligned), then the scalars.
+    M2VStage st;
+    st.xBC = xBCAll + (long)r * T * conv;
+    st.T = T; st.conv = conv; st.width = width;
+    st.bOff = bOff; st.cOff = cOff; st.xOff = h * P + p0;
+    st.rowOff = VK ? h * P + p0 : bOff;
+    st.colOff = VK ? bOff : h * P + p0;
+    st.nv = N / VEC; st.pv = pw / VEC; st.rv = rowsT / VEC; st.cv = colsT / VEC;
+    st.N = N; st.ptile = ptile; st.rowsMax = rowsMax; st.colsMax = colsMax;
+    st.sx = 2 * T * N;                          // [T][ptile]   x_t of the tile
+    st.pRow = st.sx + T * ptile;                // [TC][rowsMax] previous row vectors (VK x_j, KV B_j)
+    st.pCol = st.pRow + M2V_TC * rowsMax;       // [TC][colsMax] previous column vectors (VK B_j, KV x_j)
+    const float* sB = sm;                       // [T][N]       B_t
+    const float* sC = sm + T * N;               // [T][N]       C_t
+    const float* sx = sm + st.sx;
+    const float* pRow = sm + st.pRow;
+    const float* pCol = sm + st.pCol;
+    float* sw = sm + st.pCol + M2V_TC * colsMax;   // [TC] e^{c_{count-1} - c_j} dt_j
+    float* sdt = sw + M2V_TC;                   // [TC] dt_t
+    float* scar = sdt + M2V_TC;                 // [TC] e^{c_t}
+    float* seL = scar + M2V_TC;                 // [1]  e^{c_{count-1}}
+    float* ew = seL + 1;                        // [TC][TC] e^{c_t - c_j}
+    float* cbd = ew + M2V_TC * M2V_TC;          // [TC][TC] C_t . B_j
+    float* red = cbd + M2V_TC * M2V_TC;         // VK: [T][ptile]; KV: [T][warps][ptile]
+
+    // Round 1: the row's table entries; round 2: everything that needs them.
+    float* S = states[r] + (long)h * P * N;
+    const float* prev = prevs[r];
+    const int count = counts[r];
+    float s[KM][VEC];
+#pragma unroll
+    for (int k = 0; k < KM; k++) {
+        const int row = VK ? rt : rt + rts * k;
+        const int col = VK ? (lane + lanes * k) * VEC : lane * VEC;
+        if (row < rowsT && col < colsT) {
+            m2v_load_state<VEC>(s[k], S + (long)row * (VK ? N : P) + (VK ? (long)p0 * N : p0) + col);
+        } else {
+#pragma unroll
+            for (int v = 0; v < VEC; v++) s[k][v] = 0.f;
+        }
+    }
+    const int jc0 = min(M2V_TC, count);
+    const int jt = tid - 32;                    // threads 32.. weigh the previous tokens, 64 takes e^{cL}
+    float dtr = 0.f, cj = 0.f, dtj = 0.f, cL = 0.f;
+    if (tid < T) dtr = dtRawAll[((long)r * T + tid) * H + h];
+    if ((jt >= 0 && jt < jc0) || tid == 64) {
+        if (count > 0) cL = prev[(long)(count - 1) * width + hDt + H + h];
+        if (jt < jc0) {
+            cj = prev[(long)jt * width + hDt + H + h];
+            dtj = prev[(long)jt * width + hDt + h];
+        }
+    }
+    st.prev = prev;
+    m2v_stage<VEC>(sm, st, true, 0, jc0);
+    if (tid < T) sdt[tid] = m2_dt(dtr, ld(dtBias, h), dtMin, dtMax);
+    if (jt >= 0 && jt < jc0) sw[jt] = m2_exp(__fsub_rn(cL, cj)) * dtj;
+    if (tid == 64) seL[0] = count > 0 ? m2_exp(cL) : 1.f;
+    __syncthreads();
+
+    // Replay, previous tokens M2V_TC at a time (one chunk at the verify widths).
+    for (int j0 = 0; j0 == 0 || j0 < count; j0 += M2V_TC) {
+        const int jc = min(M2V_TC, count - j0);
+        if (j0 > 0) {
+            __syncthreads();   // the previous chunk is no longer read
+            m2v_stage<VEC>(sm, st, false, j0, jc);
+            if (jt >= 0 && jt < jc) {
+                const float* row = prev + (long)(j0 + jt) * width;
+                sw[jt] = m2_exp(__fsub_rn(cL, row[hDt + H + h])) * row[hDt + h];
+            }
+            __syncthreads();
+        } else if (count > 0) {
+            const float eL = seL[0];
+#pragma unroll
+            for (int k = 0; k < KM; k++)
+#pragma unroll
+                for (int v = 0; v < VEC; v++) s[k][v] *= eL;
+        }
+        for (int jj = 0; jj < jc; jj++) {
+            const float w = sw[jj];
+            if (VK) {
+                if (rt < rowsT) {
+                    const float coef = w * pRow[jj * rowsMax + rt];
+#pragma unroll
+                    for (int k = 0; k < KM; k++) {
+                        const int col = (lane + lanes * k) * VEC;
+                        if (col < colsT) {
+                            float b[VEC];
+                            m2v_lds<VEC>(b, pCol + jj * colsMax + col);
+#pragma unroll
+                            for (int v = 0; v < VEC; v++) s[k][v] += coef * b[v];
+                        }
+                    }
+                }
+            } else if (lane * VEC < colsT) {
+                float x[VEC];
+                m2v_lds<VEC>(x, pCol + jj * colsMax + lane * VEC);
+#pragma unroll
+                for (int k = 0; k < KM; k++) {
+                    const int row = rt + rts * k;
+                    if (row < rowsT) {
+                        const float coef = w * pRow[jj * rowsMax + row];
+#pragma unroll
+                        for (int v = 0; v < VEC; v++) s[k][v] += coef * x[v];
+                    }
+                }
+            }
+        }
+    }
+    if (count > 0) {
+#pragma unroll
+        for (int k = 0; k < KM; k++) {
+            const int row = VK ? rt : rt + rts * k;
+            const int col = VK ? (lane + lanes * k) * VEC : lane * VEC;
+            if (row < rowsT && col < colsT) {
+                m2v_store_state<VEC>(S + (long)row * (VK ? N : P) + (VK ? (long)p0 * N : p0) + col, s[k]);
+            }
+        }
+    }
+
+    // History rows of this step: x (this tile), B (the group's first head, first tile), dt and c (first tile).
+    float* next = nexts[r];
+    for (int i = tid; i < T * pw; i += blockDim.x) {
+        const int t = i / pw, pl = i - t * pw;
+        next[(long)t * width + h * P + p0 + pl] = sx[t * ptile + pl];
+    }
+    if (blockIdx.x == 0 && h % hpg == 0) {
+        for (int i = tid; i < T * N; i += blockDim.x) {
+            const int t = i / N, n = i - t * N;
+            next[(long)t * width + bOff + n] = sB[i];
+        }
+    }
+    // e^{c_t} (threads < T) and e^{c_t - c_j} (threads 32 ..), one exponential each; C_t . B_j by warps.
+    const float A = m2_a(ld(aLog, h));
+    const int pairs = T * (T + 1) / 2;
+    if (tid < T) {
+        const float c = m2v_csum(sdt, tid, A);
+        scar[tid] = m2_exp(c);
+        if (blockIdx.x == 0) {
+            next[(long)tid * width + hDt + h] = sdt[tid];
+            next[(long)tid * width + hDt + H + h] = c;
+        }
+    }
+    if (jt >= 0 && jt < pairs) {
+        int t = 0;
+        while ((t + 1) * (t + 2) / 2 <= jt) t++;
+        const int j = jt - t * (t + 1) / 2;
+        ew[t * M2V_TC + j] = m2_exp(__fsub_rn(m2v_csum(sdt, t, A), m2v_csum(sdt, j, A)));
+    }
+    const int warp = tid >> 5, wl = tid & 31, warps = blockDim.x >> 5;
+    for (int q = warp; q < pairs; q += warps) {
+        int t = 0;
+        while ((t + 1) * (t + 2) / 2 <= q) t++;
+        const int j = q - t * (t + 1) / 2;
+        float v = 0.f;
+        for (int n = wl; n < N; n += 32) v += sC[t * N + n] * sB[j * N + n];
+        v = warp_sum(v);
+        if (wl == 0) cbd[t * M2V_TC + j] = v;
+    }
+    // C_t . S(L) for the tile's p values, into red.
+    for (int t = 0; t < T; t++) {
+        const float* C = sC + t * N;
+        if (VK) {
+            float part = 0.f;
+#pragma unroll
+            for (int k = 0; k < KM; k++) {
+                const int col = (lane + lanes * k) * VEC;
+                if (col < colsT) {
+                    float c[VEC];
+                    m2v_lds<VEC>(c, C + col);
+#pragma unroll
+                    for (int v = 0; v < VEC; v++) part += s[k][v] * c[v];
+                }
+            }
+            part = m2_group_sum(part, lanes);
+            if (lane == 0 && rt < rowsT) red[t * ptile + rt] = part;
+        } else {
+            float part[VEC];
+#pragma unroll
+            for (int v = 0; v < VEC; v++) part[v] = 0.f;
+#pragma unroll
+            for (int k = 0; k < KM; k++) {
+                const int row = rt + rts * k;
+                const float cn = row < rowsT ? C[row] : 0.f;
+#pragma unroll
+                for (int v = 0; v < VEC; v++) part[v] += s[k][v] * cn;
+            }
+#pragma unroll
+            for (int v = 0; v < VEC; v++) {
+                for (int o = lanes; o < 32; o <<= 1) part[v] += __shfl_xor_sync(0xffffffffu, part[v], o);
+            }
+            if (wl < lanes && lane * VEC < colsT) {
+#pragma unroll
+                for (int v = 0; v < VEC; v++) red[(t * warps + warp) * ptile + lane * VEC + v] = part[v];
+            }
+        }
+    }
+    __syncthreads();
+    float* y = yAll + (long)r * T * H * P + (long)h * P + p0;
+    const float Dh = ld(dd, h);
+    for (int i = tid; i < T * pw; i += blockDim.x) {
+        const int t = i / pw, pl = i - t * pw;
+        float ystate;
+        if (VK) {
+            ystate = red[t * ptile + pl];
+        } else {
+            ystate = 0.f;
+            for (int w = 0; w < warps; w++) ystate += red[(t * warps + w) * ptile + pl];
+        }
+        float v = scar[t] * ystate;
+        for (int j = 0; j <= t; j++) {
+            const float w = cbd[t * M2V_TC + j] * ew[t * M2V_TC + j] * sdt[j];
+            v += w * sx[j * ptile + pl];
+        }
+        v += Dh * sx[t * ptile + pl];
+        y[(long)t * H * P + pl] = v;
+    }
+}
+
+#define M2V_PARAMS(W)                                                                                        \
+    float *const *states, const float *const *prevs, const int *counts, const float *xBC, const float *dtRaw, \
+        const W *dtBias, const W *aLog, const W *dd, float *const *nexts, float *y, int T, int H, int P, int N,  \
+        int G, float dtMin, float dtMax, int ptile, int lanes
+#define M2V_ARGS states, prevs, counts, xBC, dtRaw, dtBias, aLog, dd, nexts, y, T, H, P, N, G, dtMin, dtMax, ptile, lanes
+// MINB: blocks per SM the register budget is cut for (4: 64 registers for 4 vectors a thread).
+#define M2V_K(SUF, W, L, VKB, VEC, KM, MINB)                                                                 \
+    extern "C" __global__ void __launch_bounds__(256, MINB)                                                 \
+        m2_replay_verify_##L##_v##VEC##_k##KM##_##SUF(M2V_PARAMS(W)) {                                      \
+        m2_replay_verify_impl<VKB, VEC, KM, W>(M2V_ARGS);                                                   \
+    }
+#define M2V_L(SUF, W, L, VKB) M2V_K(SUF, W, L, VKB, 4, 4, 4) M2V_K(SUF, W, L, VKB, 1, 16, 2)
+#define M2V(SUF, W) M2V_L(SUF, W, vk, true) M2V_L(SUF, W, kv, false)
+HYSPEC_FOR_WEIGHT_TYPES(M2V)
