@@ -39,9 +39,10 @@ run)
   out=${OUT:-/tmp/hyspec-bench-out}
   mkdir -p "$out" /tmp/hyspec-jre
   [ -x /tmp/hyspec-jre/bin/java ] || tar xJf "$stage/jre.txz" -C /tmp/hyspec-jre
+  rm -rf /tmp/hyspec-kernels && mkdir -p /tmp/hyspec-kernels && tar xJf "$stage/kernels.txz" -C /tmp/hyspec-kernels
   nvidia-smi > "$out/device.txt" 2>&1 || true
   driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1 || true)
-  cp="$stage/classes:$(ls "$stage"/lib/*.jar | grep -v console-standalone | paste -sd:)"
+  cp="$stage/classes:/tmp/hyspec-kernels:$(ls "$stage"/lib/*.jar | grep -v console-standalone | paste -sd:)"
   java=(/tmp/hyspec-jre/bin/java --add-modules jdk.incubator.vector -Xmx24g -Djava.awt.headless=true
         -Dhyspec.bench.driver="$driver" -cp "$cp")
   status=0

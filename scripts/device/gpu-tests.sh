@@ -40,6 +40,9 @@ stage)
   cp "$tmp/jcuda-driver-natives.jar" "$stage/lib/"
   rm -rf "$tmp"
   [ -d "$stage/fixtures" ] || cp -r ../shared/fixtures/hf-tiny "$stage/fixtures"
+  # the PTX is 11 MB of text: it travels compressed (a device call carries 64 MiB in all)
+  tar cJf "$stage/kernels.txz" -C "$stage/classes" native-kernels
+  rm -rf "$stage/classes/native-kernels"
   ../shared/tools/device-jre.sh "$stage" >/dev/null
   du -sh "$stage"
   ;;
@@ -47,6 +50,7 @@ run)
   out=${OUT:-/tmp/hyspec-gpu-out}
   mkdir -p "$out" /tmp/hyspec-jre
   [ -x /tmp/hyspec-jre/bin/java ] || tar xJf "$stage/jre.txz" -C /tmp/hyspec-jre
+  rm -rf /tmp/hyspec-kernels && mkdir -p /tmp/hyspec-kernels && tar xJf "$stage/kernels.txz" -C /tmp/hyspec-kernels
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/device.txt" || true
   if [ $# -eq 0 ]; then
     set -- --select-package dev.hyspec.backend.cuda \
@@ -57,7 +61,7 @@ run)
   /tmp/hyspec-jre/bin/java --add-modules jdk.incubator.vector -Xmx16g -Dai.djl.offline=true \
     -Dhyspec.test.backend=cuda -Dhyspec.fixtures="$stage/fixtures" -Dhyspec.gpu.report="$out/kernels.jsonl" \
     -jar "$stage/lib/junit-platform-console-standalone-$junit_version.jar" execute \
-    --class-path "$stage/test-classes:$stage/classes:$(ls "$stage"/lib/*.jar | grep -v console-standalone | paste -sd:)" \
+    --class-path "$stage/test-classes:$stage/classes:/tmp/hyspec-kernels:$(ls "$stage"/lib/*.jar | grep -v console-standalone | paste -sd:)" \
     --disable-banner --details=tree --details-theme=ascii --reports-dir "$out/junit" "$@" \
     > "$out/tests.txt" 2>&1 || status=$?
   tail -c 9000 "$out/tests.txt"
