@@ -41,7 +41,13 @@ import java.util.function.Supplier;
  *
  * <pre>
  * args: --out FILE.json [--quick] [--models nemotron-h-8b,qwen3.5-9b] [--batches 1,8,32,64]
+ *       [--drafter ngram|oracle]
  * </pre>
+ *
+ * {@code --drafter oracle} proposes each request's greedy continuation, taken from the no-spec run
+ * of the same prompts ({@link DecodeRun}): random weights do not continue a repeated phrase, so
+ * the n-gram drafter finds next to nothing to propose on them; the oracle shows the spec path at
+ * full acceptance. The machine object records which drafter ran.
  *
  * Writes {@code {"machine": {...}, "copyBandwidthGBs": x, "results": [{"model", "batch", "mode",
  * "k", "tokensPerSecond", "stepMs", "acceptanceRate", "weightBytes", "floorMs", "ratio"}, ...]}}
@@ -57,6 +63,9 @@ public final class DecodeBench {
     private static final long SEED = 20_250_707L;
     private static final ObjectMapper JSON = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
 
+    /** Where the spec modes' drafts come from. */
+    enum DraftSource { NGRAM, ORACLE }
+
     /** A model to measure: its name in the results and its config. */
     record ModelSpec(String name, ModelConfig config) {}
 
@@ -66,7 +75,7 @@ public final class DecodeBench {
      */
     record Settings(Workload workload, Workload warmup, long copyBytes, int copyRepeats) {
         static final Settings FULL = new Settings(new Workload(256, 16, 128), new Workload(32, 8, 16), 1L << 30, 20);
-        static final Settings QUICK = new Settings(new Workload(64, 16, 32), new Workload(32, 8, 8), 1L << 29, 10);
+        static final Settings QUICK = new Settings(new Workload(64, 16, 64), new Workload(32, 8, 8), 1L << 29, 10);
     }
 
     /** One row of the results. */
@@ -87,12 +96,14 @@ public final class DecodeBench {
         Settings settings = Settings.FULL;
         List<String> models = MODELS;
         List<Integer> batches = List.of(1, 8, 32, 64);
+        DraftSource drafter = DraftSource.NGRAM;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
                 case "--out" -> out = Path.of(args[++i]);
                 case "--quick" -> settings = Settings.QUICK;
                 case "--models" -> models = List.of(args[++i].split(","));
                 case "--batches" -> batches = Arrays.stream(args[++i].split(",")).map(Integer::valueOf).toList();
+                case "--drafter" -> drafter = DraftSource.valueOf(args[++i].toUpperCase(Locale.ROOT));
                 default -> usage("unknown argument " + args[i]);
             }
         }
@@ -108,7 +119,7 @@ public final class DecodeBench {
         }
         Path target = out;
         Files.createDirectories(target.toAbsolutePath().getParent());
-        Report report = run(() -> new CudaBackend(CudaBackend.Precision.BF16), specs, batches, settings, r -> {
+        Report report = run(() -> new CudaBackend(CudaBackend.Precision.BF16), specs, batches, settings, drafter, r -> {
             try {
                 Files.writeString(target, toJson(r));
             } catch (IOException e) {
@@ -121,7 +132,7 @@ public final class DecodeBench {
 
     private static void usage(String why) {
         System.err.println(why + "\nusage: DecodeBench --out FILE.json [--quick] [--models " + String.join(",", MODELS)
-                + "] [--batches 1,8,32,64]");
+                + "] [--batches 1,8,32,64] [--drafter ngram|oracle]");
         System.exit(2);
     }
 
@@ -142,8 +153,9 @@ public final class DecodeBench {
      * is closed before the next model is built. {@code progress} gets the report after every result.
      */
     static Report run(Supplier<Backend> backends, List<ModelSpec> models, List<Integer> batches, Settings s,
-                      Consumer<Report> progress) {
+                      DraftSource drafter, Consumer<Report> progress) {
         Map<String, Object> machine = new LinkedHashMap<>();
+        machine.put("drafter", drafter.name().toLowerCase(Locale.ROOT));
         machine.put("java", System.getProperty("java.version"));
         machine.put("cpus", Runtime.getRuntime().availableProcessors());
         machine.put("workload", Map.of("promptTokens", s.workload().promptTokens(), "phraseTokens",
@@ -173,14 +185,19 @@ public final class DecodeBench {
                         spec.name(), (System.nanoTime() - t0) / 1e9, weightBytes / 1e9, floorMs,
                         backend instanceof CudaBackend c ? String.format(Locale.ROOT, "; %.2f GB on the device",
                                 c.liveBytes() / 1e9) : "");
+                int[][] greedy = null;
                 for (Mode mode : MODES) {   // warm-up: the JIT and the first graph captures
-                    DecodeRun.run(model, 2, mode, s.warmup(), SEED);
+                    int[][] out = DecodeRun.run(model, 2, mode, s.warmup(), SEED, oracle(drafter, greedy)).outputs();
+                    greedy = greedy == null ? out : greedy;
                 }
                 System.out.println(HEADER);
                 for (int batch : batches) {
-                    for (Mode mode : MODES) {
+                    greedy = null;
+                    for (Mode mode : MODES) {   // no-spec first: its outputs are the oracle's drafts
                         try {
-                            Measured m = DecodeRun.run(model, batch, mode, s.workload(), SEED + batch);
+                            Measured m = DecodeRun.run(model, batch, mode, s.workload(), SEED + batch,
+                                    oracle(drafter, greedy));
+                            greedy = greedy == null ? m.outputs() : greedy;
                             double download = DecodeRun.logitsDownloadMs(backend, batch * (mode.numDrafts() + 1),
                                     spec.config().vocabSize());
                             Result r = new Result(spec.name(), batch, mode, weightBytes, floorMs, m, download);
@@ -196,6 +213,10 @@ public final class DecodeBench {
             }
         }
         return new Report(machine, bandwidth / 1e9, results);
+    }
+
+    private static int[][] oracle(DraftSource drafter, int[][] greedy) {
+        return drafter == DraftSource.ORACLE ? greedy : null;
     }
 
     /**
@@ -254,23 +275,24 @@ public final class DecodeBench {
     }
 
     private static final String HEADER = String.format(Locale.ROOT,
-            "%-14s %5s %-17s %2s %9s %8s %8s %6s %6s | %8s %7s %7s %8s %6s  %s", "model", "batch", "mode", "k",
-            "tok/s", "step ms", "floor ms", "ratio", "accept", "fwd ms", "commit", "host ms", "logits", "steps",
-            "graphs c/r/e/a");
+            "%-14s %5s %-17s %2s %9s %8s %8s %6s %6s %6s | %8s %7s %7s %8s %6s  %s", "model", "batch", "mode",
+            "k", "tok/s", "step ms", "floor ms", "ratio", "accept", "drafts", "fwd ms", "commit", "host ms", "logits",
+            "steps", "graphs c/r/e/a");
 
     private static String row(Result r) {
         Measured m = r.measured();
         long[] g = m.graphs();
-        return String.format(Locale.ROOT, "%-14s %5d %-17s %2d %9.1f %8.3f %8.3f %6.2f %6.3f | %8.3f %7.3f %7.3f %8.3f %6d  %d/%d/%d/%d",
+        return String.format(Locale.ROOT,
+                "%-14s %5d %-17s %2d %9.1f %8.3f %8.3f %6.2f %6.3f %6.2f | %8.3f %7.3f %7.3f %8.3f %6d  %d/%d/%d/%d",
                 r.model(), r.batch(), r.mode().name(), r.mode().numDrafts(), m.tokensPerSecond(), m.stepMs(),
-                r.floorMs(), r.ratio(), m.acceptanceRate(), m.forwardMs(), m.commitMs(), m.hostMs(),
+                r.floorMs(), r.ratio(), m.acceptanceRate(), m.draftsPerRow(), m.forwardMs(), m.commitMs(), m.hostMs(),
                 r.logitsDownloadMs(), m.decodeSteps(), g[0], g[1], g[2], g[3]);
     }
 
     private static void printTable(Report report) {
-        System.out.printf(Locale.ROOT, "%ncopy bandwidth %.1f GB/s; per decode step: fwd = model forward with the "
-                + "logits download, commit = rollback commits, host = scheduling, drafting, verification; logits = "
-                + "download of one step's logits alone%n", report.copyBandwidthGBs());
+        System.out.printf(Locale.ROOT, "%ncopy bandwidth %.1f GB/s; drafts = drafts proposed per generate row; "
+                + "per decode step: fwd = model forward with the logits download, commit = rollback commits, host = "
+                + "scheduling, drafting, verification; logits = download of one step's logits alone%n", report.copyBandwidthGBs());
         System.out.println(HEADER);
         for (Result r : report.results()) {
             System.out.println(row(r));

@@ -15,9 +15,11 @@ import dev.hyspec.model.HybridModel;
 import dev.hyspec.model.RowMode;
 import dev.hyspec.sampling.SamplingParams;
 import dev.hyspec.sampling.TokenLogprob;
+import dev.hyspec.spec.Drafter;
 import dev.hyspec.state.IntermediateCopyStrategy;
 import dev.hyspec.state.ReplayStrategy;
 import dev.hyspec.state.RollbackStrategy;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -28,6 +30,12 @@ import java.util.Random;
  * prompts (a random phrase per request, repeated) run through an {@link EngineCore} until every one
  * has its {@code maxTokens}. Only steps without a prefill row count: the decode phase's generated
  * tokens over its wall time, and the mean step time with where it went.
+ *
+ * <p>Drafts come from the engine's n-gram drafter, or, given the requests' greedy continuations
+ * (the outputs of a no-spec run of the same prompts), from an oracle that proposes them: greedy
+ * decoding is lossless, so those are the drafts a perfect drafter makes. A model with random
+ * weights does not continue the repetition of its prompt, so the n-gram drafter rarely finds a
+ * match there; the oracle measures the verify and rollback path at full acceptance.
  */
 final class DecodeRun {
     private static final int PAGE_SIZE = 16;
@@ -52,11 +60,16 @@ final class DecodeRun {
      * {@code graphs}: captured, replayed, eager, abandoned step recordings during the decode phase.
      */
     record Measured(int decodeSteps, long decodeTokens, double tokensPerSecond, double stepMs, double forwardMs,
-                    double commitMs, double hostMs, double acceptanceRate, long[] graphs) {}
+                    double commitMs, double hostMs, double acceptanceRate, double draftsPerRow, long[] graphs,
+                    int[][] outputs) {}
 
     private DecodeRun() {}
 
-    static Measured run(HybridModel model, int batch, Mode mode, Workload w, long seed) {
+    /**
+     * @param continuations per request, its greedy continuation for the oracle drafter; null: the
+     *                      engine's n-gram drafter
+     */
+    static Measured run(HybridModel model, int batch, Mode mode, Workload w, long seed, int[][] continuations) {
         int maxLen = w.promptTokens() + w.maxTokens() + mode.numDrafts() + 1;
         int pagesPerRequest = (maxLen + PAGE_SIZE - 1) / PAGE_SIZE;
         EngineOptions options = new EngineOptions(batch, Math.max(PREFILL_BUDGET, batch * (mode.numDrafts() + 1)),
@@ -74,12 +87,18 @@ final class DecodeRun {
                     commitNanos[0] += nanos;
                 }
             });
-            Counter sink = new Counter();
+            long[] generated = new long[1];
+            Output[] outputs = new Output[batch];
             Random rnd = new Random(seed);
             int vocab = model.config().vocabSize();
             SamplingParams greedy = new SamplingParams(0.0, 1.0, 0, null, w.maxTokens(), List.of(), true);
             for (int r = 0; r < batch; r++) {
-                core.add(GenerationRequest.of("bench-" + r, repetitivePrompt(rnd, w, vocab), greedy), sink);
+                GenerationRequest request = GenerationRequest.of("bench-" + r, repetitivePrompt(rnd, w, vocab), greedy);
+                if (continuations != null && mode.numDrafts() > 0) {
+                    request = request.withDrafter(oracle(w.promptTokens(), continuations[r]), mode.numDrafts());
+                }
+                outputs[r] = new Output(w.maxTokens(), generated);
+                core.add(request, outputs[r]);
             }
             int steps = 0;
             long stepNanos = 0;
@@ -89,7 +108,7 @@ final class DecodeRun {
             long[] graphs0 = graphCounts(backend);
             long[] graphsDecode = new long[4];
             while (core.hasWork()) {
-                long tokens0 = sink.tokens;
+                long tokens0 = generated[0];
                 long commit0 = commitNanos[0];
                 long generate0 = generateNanos(core.metrics(), mode.strategy());
                 long t0 = System.nanoTime();
@@ -100,7 +119,7 @@ final class DecodeRun {
                 if (!prefill) {
                     steps++;
                     stepNanos += elapsed;
-                    tokens += sink.tokens - tokens0;
+                    tokens += generated[0] - tokens0;
                     long commit = commitNanos[0] - commit0;
                     commitTotal += commit;
                     // the strategy's generate time is the forward (shared by its rows) plus its commits
@@ -111,15 +130,20 @@ final class DecodeRun {
                 }
                 graphs0 = graphs1;
             }
-            if (sink.failures > 0) {
-                throw new IllegalStateException(sink.failures + " of " + batch + " requests did not finish by length: "
-                        + sink.firstFailure);
+            int[][] out = new int[batch][];
+            for (int r = 0; r < batch; r++) {
+                if (outputs[r].failure != null) {
+                    throw new IllegalStateException("request " + r + " of " + batch + " did not finish by length: "
+                            + outputs[r].failure);
+                }
+                out[r] = outputs[r].tokens;
             }
             EngineMetrics.StrategyStats stats = core.metrics().strategies.get(mode.strategy());
             double ms = 1e-6 / Math.max(steps, 1);
             return new Measured(steps, tokens, tokens / (stepNanos / 1e9), stepNanos * ms, forwardNanos * ms,
                     commitTotal * ms, (stepNanos - forwardNanos - commitTotal) * ms,
-                    stats == null ? 0 : stats.acceptanceRate(), graphsDecode);
+                    stats == null ? 0 : stats.acceptanceRate(),
+                    stats == null ? 0 : (double) stats.draftTokens / Math.max(1, stats.generateRows), graphsDecode, out);
         }
     }
 
@@ -161,24 +185,41 @@ final class DecodeRun {
         return backend instanceof CudaBackend cuda ? cuda.graphCounts() : new long[4];
     }
 
-    /** Counts the tokens of every request and notes any that end other than by length. */
-    private static final class Counter implements TokenSink {
-        long tokens;
-        int failures;
-        String firstFailure;
+    /**
+     * The drafts a perfect drafter makes: the next tokens of the request's known greedy
+     * continuation (none past its end).
+     */
+    static Drafter oracle(int promptLength, int[] continuation) {
+        return (tokens, length, numDrafts) -> {
+            int from = length - promptLength;
+            int to = Math.min(continuation.length, from + numDrafts);
+            return from >= 0 && from < to ? Arrays.copyOfRange(continuation, from, to) : new int[0];
+        };
+    }
+
+    /** One request's output; adds its tokens to a shared count, and notes an end other than by length. */
+    private static final class Output implements TokenSink {
+        final int[] tokens;
+        private final long[] total;
+        int length;
+        String failure;
+
+        Output(int maxTokens, long[] total) {
+            this.tokens = new int[maxTokens];
+            this.total = total;
+        }
 
         @Override
         public void onTokens(int[] t, TokenLogprob[] logprobs) {
-            tokens += t.length;
+            System.arraycopy(t, 0, tokens, length, t.length);
+            length += t.length;
+            total[0] += t.length;
         }
 
         @Override
         public void onFinish(FinishReason reason, String message, RequestStats stats) {
-            if (reason != FinishReason.LENGTH) {
-                failures++;
-                if (firstFailure == null) {
-                    firstFailure = reason + (message == null ? "" : ": " + message);
-                }
+            if (reason != FinishReason.LENGTH || length != tokens.length) {
+                failure = reason + " after " + length + " tokens" + (message == null ? "" : ": " + message);
             }
         }
     }

@@ -1,5 +1,6 @@
 package dev.hyspec.bench;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -9,7 +10,11 @@ import dev.hyspec.bench.DecodeBench.ModelSpec;
 import dev.hyspec.bench.DecodeBench.Report;
 import dev.hyspec.bench.DecodeBench.Settings;
 import dev.hyspec.bench.DecodeRun.Workload;
+import dev.hyspec.bench.DecodeRun.Measured;
 import dev.hyspec.checkpoint.Checkpoint;
+import dev.hyspec.model.HybridModel;
+import dev.hyspec.state.IntermediateCopyStrategy;
+import dev.hyspec.state.ReplayStrategy;
 import dev.hyspec.model.config.BlockKind;
 import dev.hyspec.model.config.ModelConfig;
 import dev.hyspec.model.config.ModelConfigParser;
@@ -30,13 +35,15 @@ class DecodeBenchTest {
         List<ModelSpec> models = List.of(spec("nemotron_h"), spec("qwen3_5"));
         Settings tiny = new Settings(new Workload(24, 6, 5), new Workload(12, 4, 3), 1 << 16, 2);
         List<Report> progress = new ArrayList<>();
-        Report report = DecodeBench.run(CpuBackend::new, models, List.of(1, 3), tiny, progress::add);
+        Report report = DecodeBench.run(CpuBackend::new, models, List.of(1, 3), tiny, DecodeBench.DraftSource.NGRAM,
+                progress::add);
         assertEquals(2 * 2 * 3, report.results().size());
         assertEquals(report.results().size(), progress.size(), "the report is handed on after every result");
 
         JsonNode root = DecodeBench.parse(DecodeBench.toJson(report));
         assertEquals(Set.of("machine", "copyBandwidthGBs", "results"), fieldNames(root));
         assertEquals("cpu", root.get("machine").get("backend").asText());
+        assertEquals("ngram", root.get("machine").get("drafter").asText());
         assertTrue(root.get("copyBandwidthGBs").asDouble() > 0);
         for (JsonNode r : root.get("results")) {
             assertEquals(RESULT_KEYS, fieldNames(r));
@@ -50,6 +57,22 @@ class DecodeBenchTest {
             assertTrue(acceptance >= 0 && acceptance <= 1, "acceptance " + acceptance);
             assertTrue(r.get("weightBytes").asLong() > 0);
             assertEquals(r.get("stepMs").asDouble() / r.get("floorMs").asDouble(), r.get("ratio").asDouble(), 1e-9);
+        }
+    }
+
+    @Test
+    void oracleDraftsAreTheNoSpecOutputsAndAllAccepted() {
+        ModelSpec spec = spec("nemotron_h");
+        HybridModel model = HybridModel.generate(spec.config(), new CpuBackend(), 5);
+        Workload w = new Workload(20, 5, 9);
+        Measured plain = DecodeRun.run(model, 3, DecodeRun.Mode.NO_SPEC, w, 11, null);
+        assertEquals(0, plain.draftsPerRow());
+        for (String strategy : List.of(ReplayStrategy.ID, IntermediateCopyStrategy.ID)) {
+            Measured spec3 = DecodeRun.run(model, 3, DecodeRun.Mode.spec(strategy, 3), w, 11, plain.outputs());
+            assertArrayEquals(plain.outputs(), spec3.outputs(), strategy + ": greedy output with drafts");
+            assertEquals(1.0, spec3.acceptanceRate(), strategy);
+            assertTrue(spec3.draftsPerRow() > 2, strategy + ": drafts per row " + spec3.draftsPerRow());
+            assertTrue(spec3.decodeSteps() < plain.decodeSteps(), strategy + ": fewer steps with accepted drafts");
         }
     }
 
