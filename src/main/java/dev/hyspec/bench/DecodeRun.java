@@ -35,7 +35,10 @@ import java.util.Random;
  * (the outputs of a no-spec run of the same prompts), from an oracle that proposes them: greedy
  * decoding is lossless, so those are the drafts a perfect drafter makes. A model with random
  * weights does not continue the repetition of its prompt, so the n-gram drafter rarely finds a
- * match there; the oracle measures the verify and rollback path at full acceptance.
+ * match there; the oracle measures the verify and rollback path at full acceptance. (Where a
+ * backend rounds verify rows differently from plain decode rows — bf16 tensor-core matmuls above
+ * 8 tokens per step, say — near-tied logits of a random model can part the two outputs, and the
+ * acceptance then falls below 1: it is measured, not assumed.)
  */
 final class DecodeRun {
     private static final int PAGE_SIZE = 16;
