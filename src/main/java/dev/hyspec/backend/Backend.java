@@ -1,6 +1,9 @@
 package dev.hyspec.backend;
 
+import dev.hyspec.checkpoint.DType;
 import dev.hyspec.checkpoint.TensorEntry;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 
 /**
  * The operations the model layers are written against. Shapes are row-major; {@code T} is the
@@ -39,7 +42,7 @@ public interface Backend extends AutoCloseable {
     /** A float32 tensor holding a copy of {@code data}. */
     Tensor upload(float[] data, int... shape);
 
-    /** A copy of a float32 tensor's contents. */
+    /** A copy of a tensor's contents as float32 (a weight is widened from its stored dtype). */
     float[] download(Tensor t);
 
     /** A weight as the checkpoint stores it (F32, BF16 or F16), read in place where possible. */
@@ -50,6 +53,24 @@ public interface Backend extends AutoCloseable {
      * {@code [rows.length, cols]}: for projections whose output layout hyspec reorders.
      */
     Tensor weightRows(TensorEntry entry, int[] rows);
+
+    /**
+     * A bf16 weight of {@code shape} made where it lives, without a checkpoint: element {@code i}
+     * (row-major) is {@code HashUniform.bf16(seed, i, center, scale)}, a deterministic uniform in
+     * {@code [center − scale, center + scale)}. For benchmarks of model shapes whose weights are not
+     * at hand; the default builds the bytes on the host (the reference), a GPU fills them in place.
+     */
+    default Tensor randomWeight(long seed, float center, float scale, int... shape) {
+        long n = 1;
+        for (int d : shape) {
+            n *= d;
+        }
+        ByteBuffer bytes = ByteBuffer.allocateDirect(Math.toIntExact(2 * n)).order(ByteOrder.LITTLE_ENDIAN);
+        for (int i = 0; i < n; i++) {
+            bytes.putShort(2 * i, HashUniform.bf16(seed, i, center, scale));
+        }
+        return weight(new TensorEntry("random weight", DType.BF16, shape.clone(), bytes));
+    }
 
     /** Releases a tensor; it must not be used afterwards. */
     void free(Tensor t);

@@ -36,6 +36,12 @@ public enum DType {
         return Float.intBitsToFloat((bits & 0xffff) << 16);
     }
 
+    /** float to bfloat16 bits, rounded to nearest even (finite inputs). */
+    public static short floatToBf16(float f) {
+        int bits = Float.floatToRawIntBits(f);
+        return (short) ((bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16);
+    }
+
     /** IEEE half bits to float. */
     public static float f16ToFloat(short bits) {
         int h = bits & 0xffff;

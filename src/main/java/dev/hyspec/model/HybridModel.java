@@ -34,10 +34,11 @@ public final class HybridModel {
     private final List<Mixer> mixers;  // per block
     private final RecurrentOps[] recurrentOps;
     private final int[] kvWidths;
+    private final long decodeWeightBytes;
     private IntUnaryOperator rowPadding;
 
     HybridModel(ModelConfig config, Backend backend, Tensor embedding, Tensor lmHead, Tensor finalNorm,
-                List<Tensor> norms, List<Mixer> mixers) {
+                List<Tensor> norms, List<Mixer> mixers, long decodeWeightBytes) {
         this.recurrentOps = mixers.stream().filter(m -> m instanceof RecurrentOps).map(m -> (RecurrentOps) m)
                 .toArray(RecurrentOps[]::new);
         this.kvWidths = mixers.stream().filter(m -> m instanceof Attention).mapToInt(m -> ((Attention) m).kvWidth())
@@ -49,6 +50,7 @@ public final class HybridModel {
         this.finalNorm = finalNorm;
         this.norms = norms;
         this.mixers = mixers;
+        this.decodeWeightBytes = decodeWeightBytes;
         this.rowPadding = backend::paddedBatchSize;
     }
 
@@ -63,6 +65,23 @@ public final class HybridModel {
     /** Loads a checkpoint folder onto a backend (see {@link ModelLoader}). */
     public static HybridModel load(Checkpoint checkpoint, Backend backend) {
         return ModelLoader.load(checkpoint, backend);
+    }
+
+    /**
+     * A model of {@code config} with random weights made on the backend ({@code seed} decides them;
+     * see {@link GeneratedWeights}): for benchmarks of a model's shape without its checkpoint.
+     */
+    public static HybridModel generate(ModelConfig config, Backend backend, long seed) {
+        return ModelLoader.generate(config, backend, seed);
+    }
+
+    /**
+     * Bytes of weights one decode step reads: every matrix as stored (all experts of an MoE, so an
+     * upper bound there) with the LM head, but not the embedding table, of which a step gathers only
+     * its tokens' rows. Norms and per-head vectors are left out (kilobytes).
+     */
+    public long decodeWeightBytes() {
+        return decodeWeightBytes;
     }
 
     public ModelConfig config() {

@@ -15,13 +15,23 @@ import dev.hyspec.model.layers.SparseMoe;
 import java.util.ArrayList;
 import java.util.List;
 
-/** Builds a {@link HybridModel} from a checkpoint: the config decides the blocks, the weights fill them. */
+/**
+ * Builds a {@link HybridModel}: the config decides the blocks, the weights fill them — from a
+ * checkpoint, or generated on the backend for a config alone.
+ */
 final class ModelLoader {
     private ModelLoader() {}
 
     static HybridModel load(Checkpoint checkpoint, Backend backend) {
-        ModelConfig c = ModelConfigParser.parse(checkpoint.config());
-        Weights w = new Weights(checkpoint, backend);
+        return build(ModelConfigParser.parse(checkpoint.config()), new Weights(new CheckpointWeights(checkpoint, backend),
+                backend), backend);
+    }
+
+    static HybridModel generate(ModelConfig config, Backend backend, long seed) {
+        return build(config, new Weights(new GeneratedWeights(config, backend, seed), backend), backend);
+    }
+
+    private static HybridModel build(ModelConfig c, Weights w, Backend backend) {
         int d = c.hiddenSize();
         Tensor embedding = w.matrix(c.embeddingName(), c.vocabSize(), d);
         Tensor lmHead = c.tieWordEmbeddings() && !w.has("lm_head.weight")
@@ -44,6 +54,8 @@ final class ModelLoader {
                 case MOE -> new SparseMoe(w, b.prefix(), c.moe(), d);
             });
         }
-        return new HybridModel(c, backend, embedding, lmHead, finalNorm, norms, mixers);
+        // a decode step gathers a few embedding rows but reads the LM head whole
+        long stepBytes = w.matrixBytes() - (lmHead == embedding ? 0 : w.matrixBytes(c.embeddingName(), c.vocabSize(), d));
+        return new HybridModel(c, backend, embedding, lmHead, finalNorm, norms, mixers, stepBytes);
     }
 }

@@ -2,20 +2,21 @@ package dev.hyspec.model;
 
 import dev.hyspec.backend.Backend;
 import dev.hyspec.backend.Tensor;
-import dev.hyspec.checkpoint.Checkpoint;
-import dev.hyspec.checkpoint.TensorEntry;
+import java.util.Arrays;
 import java.util.stream.IntStream;
 
 /**
- * Loads a layer's parameters from a checkpoint onto a backend, checking every shape: matrices stay
- * in their checkpoint dtype, vectors (norms, biases, per-head parameters) become float32.
+ * Hands a layer its parameters on the backend, from a checkpoint or generated
+ * ({@link WeightSource}): matrices stay in their stored dtype, vectors (norms, biases, per-head
+ * parameters) become float32. Keeps a tally of the matrix bytes it handed out.
  */
 public final class Weights {
-    private final Checkpoint checkpoint;
+    private final WeightSource source;
     private final Backend backend;
+    private long matrixBytes;
 
-    public Weights(Checkpoint checkpoint, Backend backend) {
-        this.checkpoint = checkpoint;
+    Weights(WeightSource source, Backend backend) {
+        this.source = source;
         this.backend = backend;
     }
 
@@ -25,7 +26,8 @@ public final class Weights {
 
     /** Matrix {@code name [rows, cols]}. */
     public Tensor matrix(String name, int rows, int cols) {
-        return backend.weight(checkpoint.tensor(name, rows, cols));
+        matrixBytes += (long) rows * cols * source.elementBytes(name);
+        return source.matrix(name, rows, cols);
     }
 
     /** Rows {@code [from, from + count)} of matrix {@code name [rows, cols]}. */
@@ -35,29 +37,36 @@ public final class Weights {
 
     /** The listed rows of matrix {@code name [rows, cols]}, in order. */
     public Tensor matrixRows(String name, int rows, int cols, int[] rowIndex) {
-        return backend.weightRows(checkpoint.tensor(name, rows, cols), rowIndex);
+        matrixBytes += (long) rowIndex.length * cols * source.elementBytes(name);
+        return source.matrixRows(name, rows, cols, rowIndex);
     }
 
     /** Tensor {@code name} of exactly {@code shape}, as float32. */
     public Tensor vector(String name, int... shape) {
-        TensorEntry e = checkpoint.tensor(name, shape);
-        return backend.upload(e.toFloatArray(), shape);
+        return backend.upload(source.values(name, shape), shape);
     }
 
     /** Elements {@code [from, from + count)} of vector {@code name [n]}, as float32. */
     public Tensor vectorSlice(String name, int n, int from, int count) {
-        float[] all = checkpoint.tensor(name, n).toFloatArray();
-        float[] part = new float[count];
-        System.arraycopy(all, from, part, 0, count);
-        return backend.upload(part, count);
+        return backend.upload(Arrays.copyOfRange(source.values(name, n), from, from + count), count);
     }
 
-    /** Like {@link #vector}, or null when the checkpoint has no such tensor. */
+    /** Like {@link #vector}, or null when the source has no such tensor. */
     public Tensor optionalVector(String name, int... shape) {
-        return checkpoint.find(name).isPresent() ? vector(name, shape) : null;
+        return source.has(name) ? vector(name, shape) : null;
     }
 
     public boolean has(String name) {
-        return checkpoint.find(name).isPresent();
+        return source.has(name);
+    }
+
+    /** Bytes of every matrix handed out so far (each row-subset counted once, as loaded). */
+    long matrixBytes() {
+        return matrixBytes;
+    }
+
+    /** Bytes of matrix {@code name [rows, cols]} as stored. */
+    long matrixBytes(String name, int rows, int cols) {
+        return (long) rows * cols * source.elementBytes(name);
     }
 }

@@ -46,6 +46,15 @@ public final class CpuBackend implements Backend {
 
     @Override
     public float[] download(Tensor t) {
+        if (t instanceof CpuWeight w) {   // widened, as the GPU backend downloads a weight
+            float[] out = new float[Math.toIntExact(w.numel())];
+            float[] row = new float[w.cols];
+            for (int r = 0; r < w.rows; r++) {
+                w.readRow(r, row);
+                System.arraycopy(row, 0, out, r * w.cols, w.cols);
+            }
+            return out;
+        }
         return f(t).clone();
     }
 

@@ -207,6 +207,14 @@ public final class CudaBackend implements Backend {
         return t;
     }
 
+    @Override
+    public Tensor randomWeight(long seed, float center, float scale, int... shape) {
+        rt.enter();
+        CudaTensor t = alloc(DType.BF16, shape);
+        dense.randomUniform(t, seed, center, scale);
+        return t;
+    }
+
     /** A direct buffer of the first {@code bytes} bytes (mapped checkpoint buffers already are). */
     private static ByteBuffer direct(ByteBuffer b, long bytes) {
         ByteBuffer view = b.slice(0, Math.toIntExact(bytes));

@@ -90,6 +90,19 @@ final class DenseKernels {
         }
     }
 
+    /** Fills a bf16 tensor with {@code HashUniform.bf16(seed, i, center, scale)} ({@code random.cu}). */
+    void randomUniform(CudaTensor out, long seed, float center, float scale) {
+        if (out.dtype() != DType.BF16) {
+            throw new IllegalArgumentException("randomUniform fills bf16 tensors, got " + out);
+        }
+        long n = out.numel();
+        if (n == 0) {
+            return;
+        }
+        int grid = (int) Math.min(blocks(n, BLOCK), 65_536L);
+        rt.launch("random_uniform_bf16", grid, 1, 1, BLOCK, 0, out, n, seed, center, scale);
+    }
+
     void rmsNorm(CudaTensor x, CudaTensor w, int groupSize, float eps, boolean plusOne, CudaTensor out) {
         long groups = groups(x, w, groupSize, out);
         rt.launch("dense_rms_norm_" + suffix(w.dtype()), Math.toIntExact(groups), 1, 1, normBlock(groupSize), 0, x, w,

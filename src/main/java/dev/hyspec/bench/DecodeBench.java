@@ -1,0 +1,301 @@
+package dev.hyspec.bench;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.SerializationFeature;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.hyspec.backend.Backend;
+import dev.hyspec.backend.Tensor;
+import dev.hyspec.backend.cuda.CudaBackend;
+import dev.hyspec.bench.DecodeRun.Measured;
+import dev.hyspec.bench.DecodeRun.Mode;
+import dev.hyspec.bench.DecodeRun.Workload;
+import dev.hyspec.model.HybridModel;
+import dev.hyspec.model.config.ModelConfig;
+import dev.hyspec.model.config.ModelConfigParser;
+import dev.hyspec.state.IntermediateCopyStrategy;
+import dev.hyspec.state.ReplayStrategy;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.function.Consumer;
+import java.util.function.Supplier;
+
+/**
+ * End-to-end decode on the GPU (hyspec issue 7): model shapes with random bf16 weights made on the
+ * device ({@link HybridModel#generate}, no checkpoint), batches of greedy requests with repetitive
+ * prompts, decoded without drafts and with n-gram drafts ({@code K = 3}) under each rollback
+ * strategy. Beside every step time stands its floor, the bytes of weights one decode step reads
+ * ({@link HybridModel#decodeWeightBytes}) at the device-to-device copy bandwidth measured in the
+ * same run (DESIGN §10). Models are built, measured and closed one at a time: two of them do not
+ * fit on one device with their state pools.
+ *
+ * <pre>
+ * args: --out FILE.json [--quick] [--models nemotron-h-8b,qwen3.5-9b] [--batches 1,8,32,64]
+ *       [--drafter ngram|oracle]
+ * </pre>
+ *
+ * {@code --drafter oracle} proposes each request's greedy continuation, taken from the no-spec run
+ * of the same prompts ({@link DecodeRun}): random weights do not continue a repeated phrase, so
+ * the n-gram drafter finds next to nothing to propose on them; the oracle shows the spec path at
+ * full acceptance. The machine object records which drafter ran.
+ *
+ * Writes {@code {"machine": {...}, "copyBandwidthGBs": x, "results": [{"model", "batch", "mode",
+ * "k", "tokensPerSecond", "stepMs", "acceptanceRate", "weightBytes", "floorMs", "ratio"}, ...]}}
+ * after every configuration (a run cut short keeps what it measured) and prints a table with each
+ * step's breakdown.
+ */
+public final class DecodeBench {
+    /** The model shapes, as config.json resources under {@code bench/}. */
+    static final List<String> MODELS = List.of("nemotron-h-8b", "qwen3.5-9b");
+    static final int NUM_DRAFTS = 3;
+    static final List<Mode> MODES = List.of(Mode.NO_SPEC, Mode.spec(ReplayStrategy.ID, NUM_DRAFTS),
+            Mode.spec(IntermediateCopyStrategy.ID, NUM_DRAFTS));
+    private static final long SEED = 20_250_707L;
+    private static final ObjectMapper JSON = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
+
+    /** Where the spec modes' drafts come from. */
+    enum DraftSource { NGRAM, ORACLE }
+
+    /** A model to measure: its name in the results and its config. */
+    record ModelSpec(String name, ModelConfig config) {}
+
+    /**
+     * Sizes of a run. {@code copyBytes}: each buffer of the bandwidth measurement, copied
+     * {@code copyRepeats} times.
+     */
+    record Settings(Workload workload, Workload warmup, long copyBytes, int copyRepeats) {
+        static final Settings FULL = new Settings(new Workload(256, 16, 128), new Workload(32, 8, 16), 1L << 30, 20);
+        static final Settings QUICK = new Settings(new Workload(64, 16, 64), new Workload(32, 8, 8), 1L << 29, 10);
+    }
+
+    /** One row of the results. */
+    record Result(String model, int batch, Mode mode, long weightBytes, double floorMs, Measured measured,
+                  double logitsDownloadMs) {
+        double ratio() {
+            return measured.stepMs() / floorMs;
+        }
+    }
+
+    /** Everything a run has measured so far. */
+    record Report(Map<String, Object> machine, double copyBandwidthGBs, List<Result> results) {}
+
+    private DecodeBench() {}
+
+    public static void main(String[] args) throws IOException {
+        Path out = null;
+        Settings settings = Settings.FULL;
+        List<String> models = MODELS;
+        List<Integer> batches = List.of(1, 8, 32, 64);
+        DraftSource drafter = DraftSource.NGRAM;
+        for (int i = 0; i < args.length; i++) {
+            switch (args[i]) {
+                case "--out" -> out = Path.of(args[++i]);
+                case "--quick" -> settings = Settings.QUICK;
+                case "--models" -> models = List.of(args[++i].split(","));
+                case "--batches" -> batches = Arrays.stream(args[++i].split(",")).map(Integer::valueOf).toList();
+                case "--drafter" -> drafter = DraftSource.valueOf(args[++i].toUpperCase(Locale.ROOT));
+                default -> usage("unknown argument " + args[i]);
+            }
+        }
+        if (out == null) {
+            usage("--out FILE.json is required");
+        }
+        List<ModelSpec> specs = new ArrayList<>();
+        for (String m : models) {
+            if (!MODELS.contains(m)) {
+                usage("unknown model " + m + "; available: " + String.join(", ", MODELS));
+            }
+            specs.add(new ModelSpec(m, config(m)));
+        }
+        Path target = out;
+        Files.createDirectories(target.toAbsolutePath().getParent());
+        Report report = run(() -> new CudaBackend(CudaBackend.Precision.BF16), specs, batches, settings, drafter, r -> {
+            try {
+                Files.writeString(target, toJson(r));
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        });
+        printTable(report);
+        System.out.println("wrote " + target);
+    }
+
+    private static void usage(String why) {
+        System.err.println(why + "\nusage: DecodeBench --out FILE.json [--quick] [--models " + String.join(",", MODELS)
+                + "] [--batches 1,8,32,64] [--drafter ngram|oracle]");
+        System.exit(2);
+    }
+
+    /** The config of a model shape named in {@link #MODELS}. */
+    public static ModelConfig config(String name) {
+        try (InputStream in = DecodeBench.class.getResourceAsStream("/bench/" + name + ".json")) {
+            if (in == null) {
+                throw new IllegalArgumentException("no config resource bench/" + name + ".json");
+            }
+            return ModelConfigParser.parse(JSON.readTree(in));
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /**
+     * Measures every model × batch × mode, each model on a fresh backend from {@code backends} that
+     * is closed before the next model is built. {@code progress} gets the report after every result.
+     */
+    static Report run(Supplier<Backend> backends, List<ModelSpec> models, List<Integer> batches, Settings s,
+                      DraftSource drafter, Consumer<Report> progress) {
+        Map<String, Object> machine = new LinkedHashMap<>();
+        machine.put("drafter", drafter.name().toLowerCase(Locale.ROOT));
+        machine.put("java", System.getProperty("java.version"));
+        machine.put("cpus", Runtime.getRuntime().availableProcessors());
+        machine.put("workload", Map.of("promptTokens", s.workload().promptTokens(), "phraseTokens",
+                s.workload().phraseTokens(), "maxTokens", s.workload().maxTokens()));
+        List<Result> results = new ArrayList<>();
+        double bandwidth = Double.NaN;   // bytes/s
+        for (ModelSpec spec : models) {
+            try (Backend backend = backends.get()) {
+                machine.put("backend", backend.name());
+                if (backend instanceof CudaBackend cuda) {
+                    machine.put("device", cuda.deviceName());
+                    machine.put("activations", cuda.precision().name().toLowerCase(Locale.ROOT));
+                }
+                if (Double.isNaN(bandwidth)) {
+                    bandwidth = copyBandwidth(backend, s.copyBytes(), s.copyRepeats());
+                    System.out.printf(Locale.ROOT, "device-to-device copy bandwidth: %.1f GB/s (read + write)%n",
+                            bandwidth / 1e9);
+                }
+                long t0 = System.nanoTime();
+                HybridModel model = HybridModel.generate(spec.config(), backend, SEED);
+                Tensor probe = backend.zeros(1);
+                backend.download(probe);   // waits for the generation kernels
+                backend.free(probe);
+                long weightBytes = model.decodeWeightBytes();
+                double floorMs = weightBytes / bandwidth * 1e3;
+                System.out.printf(Locale.ROOT, "%s: generated in %.1f s; %.2f GB of weights per decode step, floor %.3f ms%s%n",
+                        spec.name(), (System.nanoTime() - t0) / 1e9, weightBytes / 1e9, floorMs,
+                        backend instanceof CudaBackend c ? String.format(Locale.ROOT, "; %.2f GB on the device",
+                                c.liveBytes() / 1e9) : "");
+                int[][] greedy = null;
+                for (Mode mode : MODES) {   // warm-up: the JIT and the first graph captures
+                    int[][] out = DecodeRun.run(model, 2, mode, s.warmup(), SEED, oracle(drafter, greedy)).outputs();
+                    greedy = greedy == null ? out : greedy;
+                }
+                System.out.println(HEADER);
+                for (int batch : batches) {
+                    greedy = null;
+                    for (Mode mode : MODES) {   // no-spec first: its outputs are the oracle's drafts
+                        try {
+                            Measured m = DecodeRun.run(model, batch, mode, s.workload(), SEED + batch,
+                                    oracle(drafter, greedy));
+                            greedy = greedy == null ? m.outputs() : greedy;
+                            double download = DecodeRun.logitsDownloadMs(backend, batch * (mode.numDrafts() + 1),
+                                    spec.config().vocabSize());
+                            Result r = new Result(spec.name(), batch, mode, weightBytes, floorMs, m, download);
+                            results.add(r);
+                            System.out.println(row(r));
+                            progress.accept(new Report(machine, bandwidth / 1e9, List.copyOf(results)));
+                        } catch (RuntimeException e) {
+                            System.out.printf(Locale.ROOT, "%s batch %d %s: failed: %s%n", spec.name(), batch,
+                                    mode.name(), e);
+                        }
+                    }
+                }
+            }
+        }
+        return new Report(machine, bandwidth / 1e9, results);
+    }
+
+    private static int[][] oracle(DraftSource drafter, int[][] greedy) {
+        return drafter == DraftSource.ORACLE ? greedy : null;
+    }
+
+    /**
+     * Device-to-device copy bandwidth (bytes read plus bytes written per second): {@code repeats}
+     * copies of {@code bytes}, timed from a drained stream to a drained stream.
+     */
+    static double copyBandwidth(Backend backend, long bytes, int repeats) {
+        int floats = Math.toIntExact(bytes / 4);
+        Tensor src = backend.zeros(floats);
+        Tensor dst = backend.zeros(floats);
+        Tensor probe = backend.zeros(1);
+        try {
+            backend.copy(src, dst);
+            backend.download(probe);   // a download waits for all issued work
+            long t0 = System.nanoTime();
+            for (int i = 0; i < repeats; i++) {
+                backend.copy(src, dst);
+            }
+            backend.download(probe);
+            double seconds = (System.nanoTime() - t0) / 1e9;
+            return 2.0 * 4 * floats * repeats / seconds;
+        } finally {
+            for (Tensor t : new Tensor[] {src, dst, probe}) {
+                backend.free(t);
+            }
+        }
+    }
+
+    static String toJson(Report report) {
+        ObjectNode root = JSON.createObjectNode();
+        root.set("machine", JSON.valueToTree(report.machine()));
+        root.put("copyBandwidthGBs", report.copyBandwidthGBs());
+        ArrayNode results = root.putArray("results");
+        for (Result r : report.results()) {
+            ObjectNode o = results.addObject();
+            o.put("model", r.model());
+            o.put("batch", r.batch());
+            o.put("mode", r.mode().name());
+            o.put("k", r.mode().numDrafts());
+            o.put("tokensPerSecond", r.measured().tokensPerSecond());
+            o.put("stepMs", r.measured().stepMs());
+            o.put("acceptanceRate", r.measured().acceptanceRate());
+            o.put("weightBytes", r.weightBytes());
+            o.put("floorMs", r.floorMs());
+            o.put("ratio", r.ratio());
+        }
+        try {
+            return JSON.writeValueAsString(root) + "\n";
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    static JsonNode parse(String json) throws IOException {
+        return JSON.readTree(json);
+    }
+
+    private static final String HEADER = String.format(Locale.ROOT,
+            "%-14s %5s %-17s %2s %9s %8s %8s %6s %6s %6s | %8s %7s %7s %8s %6s  %s", "model", "batch", "mode",
+            "k", "tok/s", "step ms", "floor ms", "ratio", "accept", "drafts", "fwd ms", "commit", "host ms", "logits",
+            "steps", "graphs c/r/e/a");
+
+    private static String row(Result r) {
+        Measured m = r.measured();
+        long[] g = m.graphs();
+        return String.format(Locale.ROOT,
+                "%-14s %5d %-17s %2d %9.1f %8.3f %8.3f %6.2f %6.3f %6.2f | %8.3f %7.3f %7.3f %8.3f %6d  %d/%d/%d/%d",
+                r.model(), r.batch(), r.mode().name(), r.mode().numDrafts(), m.tokensPerSecond(), m.stepMs(),
+                r.floorMs(), r.ratio(), m.acceptanceRate(), m.draftsPerRow(), m.forwardMs(), m.commitMs(), m.hostMs(),
+                r.logitsDownloadMs(), m.decodeSteps(), g[0], g[1], g[2], g[3]);
+    }
+
+    private static void printTable(Report report) {
+        System.out.printf(Locale.ROOT, "%ncopy bandwidth %.1f GB/s; drafts = drafts proposed per generate row; "
+                + "per decode step: fwd = model forward with the logits download, commit = rollback commits, host = "
+                + "scheduling, drafting, verification; logits = download of one step's logits alone%n", report.copyBandwidthGBs());
+        System.out.println(HEADER);
+        for (Result r : report.results()) {
+            System.out.println(row(r));
+        }
+    }
+}
