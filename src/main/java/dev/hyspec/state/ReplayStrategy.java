@@ -73,9 +73,10 @@ public class ReplayStrategy implements RollbackStrategy {
             next[r] = ws.history(l, 1 - cur, tokensPerRow);
             nextRaw[r] = ws.raw(l, 1 - cur, tokensPerRow);
             counts[r] = ws.pending[l];
-            // with p = 0 nothing is read from the previous buffers (they may not exist yet)
-            previous[r] = counts[r] > 0 ? ws.history[l][cur] : next[r];
-            previousRaw[r] = counts[r] > 0 ? ws.raw[l][cur] : nextRaw[r];
+            // with p > 0 the previous buffers hold the last verify's rows (at least p of them); with
+            // p = 0 nothing is read from them, so they may be (re)allocated
+            previous[r] = counts[r] > 0 ? ws.history[l][cur] : ws.history(l, cur, tokensPerRow);
+            previousRaw[r] = counts[r] > 0 ? ws.raw[l][cur] : ws.raw(l, cur, tokensPerRow);
         }
         StateLayout layout = pool.layout(slots[0]);
         for (int slot : slots) {
