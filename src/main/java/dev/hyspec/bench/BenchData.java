@@ -18,7 +18,8 @@ import java.util.List;
 record BenchData(Machine machine, String date, boolean quick, double copyBandwidthGBs, List<StateRow> state,
                  List<Check> checks, List<DecodeRow> decode, List<String> problems) {
 
-    record Machine(String gpu, String driver) {}
+    /** {@code drafter}: where the decode benchmark's drafts came from ("ngram", "oracle"; empty if unknown). */
+    record Machine(String gpu, String driver, String drafter) {}
 
     /** One state-update figure. */
     record StateRow(String arch, String op, String layout, int tokens, int batch, double medianUs, double floorUs,
@@ -37,7 +38,8 @@ record BenchData(Machine machine, String date, boolean quick, double copyBandwid
         JsonNode decode = parse(decodeFile, "decode", problems);
         JsonNode first = state.isMissingNode() ? decode : state;
         JsonNode m = first.path("machine");
-        Machine machine = new Machine(m.path("gpu").asText(""), m.path("driver").asText(""));
+        Machine machine = new Machine(m.path("gpu").asText(""), m.path("driver").asText(""),
+                decode.path("machine").path("drafter").asText(""));
         double bandwidth = first.path("copyBandwidthGBs").asDouble(Double.NaN);
 
         List<StateRow> rows = new ArrayList<>();
