@@ -5,6 +5,10 @@ import dev.hyspec.backend.StateLayout;
 import dev.hyspec.backend.Tensor;
 import io.smallrye.common.annotation.Identifier;
 import jakarta.enterprise.context.ApplicationScoped;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
 
 /**
  * DESIGN §4 I3: the verify pass reads {@code S(L)} once and writes {@code S(L+i+1)} for every
@@ -67,33 +71,45 @@ public class IntermediateCopyStrategy implements RollbackStrategy {
         backend.free(conv);
     }
 
-    /** The commits of a step, every layer and row together: one state copy and one window shift launch. */
+    /**
+     * The commits of a step, every row and every layer of one shape together: one state copy and one
+     * window shift launch per layer shape (one in all for the models hyspec serves).
+     */
     @Override
     public void commitBatch(MambaStatePool pool, int[] slots, RecurrentOps[] layers, int[] accepted) {
-        int n = slots.length * layers.length;
-        Tensor[] src = new Tensor[n];
-        Tensor[] dst = new Tensor[n];
-        Tensor[] windows = new Tensor[n];
-        Tensor[] raws = new Tensor[n];
-        int[] counts = new int[n];
-        int i = 0;
+        Workspace[] spaces = new Workspace[slots.length];
         for (int r = 0; r < slots.length; r++) {
-            Workspace ws = requireVerified(pool, slots[r], accepted[r]);
-            for (RecurrentOps ops : layers) {
-                int l = ops.poolLayer();
-                src[i] = ws.scratch[l][accepted[r] - 1];
-                dst[i] = pool.ssm(l, slots[r]);
-                windows[i] = pool.conv(l, slots[r]);
-                raws[i] = ws.raw[l];
-                counts[i] = accepted[r];
-                i++;
-            }
+            spaces[r] = requireVerified(pool, slots[r], accepted[r]);   // all checked before anything runs
+        }
+        Map<RecurrentShape, List<RecurrentOps>> byShape = new LinkedHashMap<>();
+        for (RecurrentOps ops : layers) {
+            byShape.computeIfAbsent(ops.shape(), k -> new ArrayList<>()).add(ops);
         }
         Backend backend = pool.backend();
-        backend.copyBatch(src, dst);
-        backend.shiftWindowBatch(windows, raws, counts);
-        for (int slot : slots) {
-            pool.<Workspace>workspaceIfPresent(slot, ID).rows = 0;
+        for (List<RecurrentOps> group : byShape.values()) {
+            int n = slots.length * group.size();
+            Tensor[] src = new Tensor[n];
+            Tensor[] dst = new Tensor[n];
+            Tensor[] windows = new Tensor[n];
+            Tensor[] raws = new Tensor[n];
+            int[] counts = new int[n];
+            int i = 0;
+            for (int r = 0; r < slots.length; r++) {
+                for (RecurrentOps ops : group) {
+                    int l = ops.poolLayer();
+                    src[i] = spaces[r].scratch[l][accepted[r] - 1];
+                    dst[i] = pool.ssm(l, slots[r]);
+                    windows[i] = pool.conv(l, slots[r]);
+                    raws[i] = spaces[r].raw[l];
+                    counts[i] = accepted[r];
+                    i++;
+                }
+            }
+            backend.copyBatch(src, dst);
+            backend.shiftWindowBatch(windows, raws, counts);
+        }
+        for (Workspace ws : spaces) {
+            ws.rows = 0;
         }
     }
 
