@@ -17,9 +17,10 @@ public interface Backend extends AutoCloseable {
 
     /**
      * Marks the start of a forward pass of decode and verify rows only, whose work a backend may
-     * record and run as one captured graph, replayed while the same step (rows, slots, shapes) recurs. Work issued
-     * until {@link #endGraph()} may be deferred: a download in between issues it. Backends without
-     * graphs ignore both calls.
+     * record and run as one captured graph, replayed while a step of the same shape recurs (the batched
+     * operations read the rows' slots, counts and block tables from device memory, so which requests
+     * fill the rows does not matter). Work issued until {@link #endGraph()} may be deferred: a download
+     * in between issues it. Backends without graphs ignore both calls.
      */
     default void beginGraph() {}
 

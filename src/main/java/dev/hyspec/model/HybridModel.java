@@ -130,6 +130,8 @@ public final class HybridModel {
      * Runs one forward pass over a batch of rows and returns the logits {@code [R, V]} of the
      * positions the rows ask for, row after row ({@link BatchRow#logits}). Recurrent layers advance
      * prefill rows in place and run generate rows through their rollback strategy; the caller commits.
+     * A step without prefill rows runs in uniform form ({@link ForwardBatch#uniform}), padded to the
+     * backend's graph batch size, as one recorded graph step.
      */
     public Tensor forward(ForwardBatch batch, StateStore store) {
         // Decode and verify steps (no prefill row) run in uniform form, padded to the backend's graph
