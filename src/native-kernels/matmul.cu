@@ -240,12 +240,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_tc_bf16(const float*
                                                                  const __nv_bfloat16* __restrict__ w,
                                                                  const void* bias, int biasType,
                                                                  float* __restrict__ out, int T, int in,
-                                                                 int outDim) {
+                                                                 int outDim, float* __restrict__ partial,
+                                                                 int kChunk) {
+    // Split K (gridDim.z > 1, for products with too few output tiles to fill the device): block z sums
+    // k ∈ [z·kChunk, (z+1)·kChunk) into partial[z] and matmul_splitk_reduce adds the slices in order.
     __shared__ __align__(16) __nv_bfloat16 As[2][TC_BM * TC_LD];   // [token][k], x rounded to bf16
     __shared__ __align__(16) __nv_bfloat16 Bs[2][TC_BN * TC_LD];   // [output][k]
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp >> 2, wn = warp & 3;
     const int m0 = blockIdx.y * TC_BM, n0 = blockIdx.x * TC_BN;
+    const int kBegin = blockIdx.z * kChunk, kEnd = min(in, kBegin + kChunk);
 
     float acc[4][4][4];
 #pragma unroll
@@ -262,13 +266,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_tc_bf16(const float*
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             int idx = tid + 256 * j, r = idx >> 3, k = k0 + (idx & 7) * 4, m = m0 + r;
-            ar[j] = m < T && k < in ? __ldg(reinterpret_cast<const float4*>(x + (long)m * in + k))
+            ar[j] = m < T && k < kEnd ? __ldg(reinterpret_cast<const float4*>(x + (long)m * in + k))
                                     : make_float4(0.f, 0.f, 0.f, 0.f);
         }
 #pragma unroll
         for (int j = 0; j < 2; j++) {
             int idx = tid + 256 * j, r = idx >> 2, k = k0 + (idx & 3) * 8, n = n0 + r;
-            br[j] = n < outDim && k < in ? __ldg(reinterpret_cast<const uint4*>(w + (long)n * in + k))
+            br[j] = n < outDim && k < kEnd ? __ldg(reinterpret_cast<const uint4*>(w + (long)n * in + k))
                                          : make_uint4(0, 0, 0, 0);
         }
     };
@@ -286,13 +290,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_tc_bf16(const float*
         }
     };
 
-    const int kTiles = (in + TC_BK - 1) / TC_BK;
-    load(0);
+    const int kTiles = (kEnd - kBegin + TC_BK - 1) / TC_BK;
+    load(kBegin);
     store(0);
     __syncthreads();
     for (int kt = 0; kt < kTiles; kt++) {
         const int buf = kt & 1;
-        if (kt + 1 < kTiles) load((kt + 1) * TC_BK);
+        if (kt + 1 < kTiles) load(kBegin + (kt + 1) * TC_BK);
 #pragma unroll
         for (int ks = 0; ks < TC_BK; ks += 16) {
             uint32_t af[4][4], bf[4][2];
@@ -334,9 +338,23 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_tc_bf16(const float*
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
                     if (n + e < outDim) {
-                        out[(long)mm * outDim + n + e] = acc[mi][ni][2 * h + e] + bias_at(bias, biasType, n + e);
+                        if (gridDim.z == 1) {
+                            out[(long)mm * outDim + n + e] = acc[mi][ni][2 * h + e] + bias_at(bias, biasType, n + e);
+                        } else {
+                            partial[((long)blockIdx.z * T + mm) * outDim + n + e] = acc[mi][ni][2 * h + e];
+                        }
                     }
                 }
             }
         }
+}
+
+/** out = bias + Σ_z partial[z] over the split-K slices of matmul_tc_bf16, in slice order (deterministic). */
+extern "C" __global__ void matmul_splitk_reduce(const float* __restrict__ partial, int splits, const void* bias,
+                                                int biasType, float* __restrict__ out, long n, int outDim) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float acc = 0.f;
+    for (int z = 0; z < splits; z++) acc += partial[(long)z * n + i];
+    out[i] = acc + bias_at(bias, biasType, (int)(i % outDim));
 }

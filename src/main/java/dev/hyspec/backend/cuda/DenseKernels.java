@@ -82,12 +82,40 @@ final class DenseKernels {
             rt.launch("matmul_decode_t" + tokens + "_" + sfx, blocks(outDim, rows), 1, 1, 128, 0, x, w, b, biasType,
                     out, in, outDim);
         } else if (precision == CudaBackend.Precision.BF16 && w.dtype() == DType.BF16 && in % 8 == 0) {
-            rt.launch("matmul_tc_bf16", blocks(outDim, 128), blocks(tokens, 128), 1, 256, 0, x, w, b, biasType, out,
-                    tokens, in, outDim);
+            tensorCoreGemm(x, w, b, biasType, out, tokens, in, outDim);
         } else {
             rt.launch("matmul_simt_" + sfx, blocks(outDim, 64), blocks(tokens, 64), 1, 256, 0, x, w, b, biasType, out,
                     tokens, in, outDim);
         }
+    }
+
+    /**
+     * The bf16 tensor-core GEMM, with K split over {@code z} blocks when the product has fewer 128×128
+     * output tiles than the device holds blocks (2 per SM): a decode-batch or verify product of a few
+     * dozen rows would otherwise leave most SMs idle while the weights stream. The slices are summed
+     * in order by a second kernel, so the result does not depend on scheduling.
+     */
+    private void tensorCoreGemm(CudaTensor x, CudaTensor w, Object b, int biasType, CudaTensor out, int tokens,
+                                int in, int outDim) {
+        int nTiles = blocks(outDim, 128);
+        int mTiles = blocks(tokens, 128);
+        int kTiles = (in + 31) / 32;
+        int tiles = nTiles * mTiles;
+        int wanted = 2 * rt.smCount();
+        int splits = tiles >= wanted ? 1 : Math.min(Math.min((wanted + tiles - 1) / tiles, kTiles / 4), 16);
+        if (splits <= 1) {
+            rt.launch("matmul_tc_bf16", nTiles, mTiles, 1, 256, 0, x, w, b, biasType, out, tokens, in, outDim, out,
+                    kTiles * 32);
+            return;
+        }
+        int chunkTiles = (kTiles + splits - 1) / splits;
+        splits = (kTiles + chunkTiles - 1) / chunkTiles;
+        long n = (long) tokens * outDim;
+        CUdeviceptr partial = rt.memory().alloc(4L * splits * n);
+        rt.launch("matmul_tc_bf16", nTiles, mTiles, splits, 256, 0, x, w, b, biasType, out, tokens, in, outDim,
+                partial, chunkTiles * 32);
+        rt.launch("matmul_splitk_reduce", blocks(n, 256), 1, 1, 256, 0, partial, splits, b, biasType, out, n, outDim);
+        rt.memory().release(partial);   // reused in stream order by later work
     }
 
     /** Fills a bf16 tensor with {@code HashUniform.bf16(seed, i, center, scale)} ({@code random.cu}). */
