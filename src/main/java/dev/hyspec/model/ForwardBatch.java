@@ -14,6 +14,8 @@ public final class ForwardBatch {
     private final int[] positions;
     private final int tokensPerRow;
     private final int[] lengths;
+    private final int[] starts;
+    private final int[][] blockTables;
 
     public ForwardBatch(List<BatchRow> rows) {
         this(rows, 0, rows.stream().mapToInt(BatchRow::length).toArray());
@@ -26,6 +28,8 @@ public final class ForwardBatch {
         this.tokensPerRow = tokensPerRow;
         this.lengths = lengths;
         this.rows = List.copyOf(rows);
+        this.starts = rows.stream().mapToInt(BatchRow::start).toArray();
+        this.blockTables = rows.stream().map(BatchRow::blockTable).toArray(int[][]::new);
         this.offsets = new int[rows.size() + 1];
         for (int r = 0; r < rows.size(); r++) {
             offsets[r + 1] = offsets[r] + rows.get(r).length();
@@ -85,6 +89,21 @@ public final class ForwardBatch {
     /** How many of row {@code r}'s tokens are real (the rest are padding; 0 for a padding row). */
     public int length(int r) {
         return lengths[r];
+    }
+
+    /** {@link #length} of every row. Not to be modified. */
+    public int[] lengths() {
+        return lengths;
+    }
+
+    /** Every row's first position ({@link BatchRow#start}). Not to be modified. */
+    public int[] starts() {
+        return starts;
+    }
+
+    /** Every row's KV pages ({@link BatchRow#blockTable}). Not to be modified. */
+    public int[][] blockTables() {
+        return blockTables;
     }
 
     /**

@@ -112,18 +112,10 @@ public final class Attention implements Mixer {
         Tensor o = backend.zeros(tokens, qWidth);
         if (batch.tokensPerRow() > 0) {
             // a uniform batch: every row in one launch; padding tokens write no KV and attend nothing
-            int[][] tables = new int[batch.size()][];
-            int[] starts = new int[batch.size()];
-            int[] lengths = new int[batch.size()];
-            for (int r = 0; r < batch.size(); r++) {
-                tables[r] = batch.row(r).blockTable();
-                starts[r] = batch.row(r).start();
-                lengths[r] = batch.length(r);
-            }
-            backend.writeKvBatch(k, v, kv.keys(kvLayer), kv.values(kvLayer), tables, kv.pageSize(), starts, lengths,
-                    batch.tokensPerRow());
-            backend.pagedAttentionBatch(q, kv.keys(kvLayer), kv.values(kvLayer), tables, kv.pageSize(),
-                    spec.numHeads(), spec.numKvHeads(), dh, starts, lengths, batch.tokensPerRow(), o);
+            backend.writeKvBatch(k, v, kv.keys(kvLayer), kv.values(kvLayer), batch.blockTables(), kv.pageSize(),
+                    batch.starts(), batch.lengths(), batch.tokensPerRow());
+            backend.pagedAttentionBatch(q, kv.keys(kvLayer), kv.values(kvLayer), batch.blockTables(), kv.pageSize(),
+                    spec.numHeads(), spec.numKvHeads(), dh, batch.starts(), batch.lengths(), batch.tokensPerRow(), o);
         } else {
             writeAndAttendRows(q, k, v, o, batch, kv);
         }

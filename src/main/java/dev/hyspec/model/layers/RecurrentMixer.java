@@ -80,19 +80,20 @@ abstract class RecurrentMixer implements Mixer, RecurrentOps {
             List<Integer> rows = g.getValue();
             int[] slots = new int[rows.size()];
             int[] lengths = new int[rows.size()];
-            int[] tokenRows = new int[rows.size() * t];
             for (int i = 0; i < rows.size(); i++) {
-                int r = rows.get(i);
-                slots[i] = batch.row(r).slot();
-                lengths[i] = batch.length(r);
-                for (int k = 0; k < t; k++) {
-                    tokenRows[i * t + k] = r * t + k;
-                }
+                slots[i] = batch.row(rows.get(i)).slot();
+                lengths[i] = batch.length(rows.get(i));
             }
             if (groups.size() == 1) {
                 g.getKey().verifyBatch(pool, slots, this, new RecurrentRow(p.raw(), p.side1(), p.side2()), lengths,
                         t, y);
                 continue;
+            }
+            int[] tokenRows = new int[rows.size() * t];
+            for (int i = 0; i < rows.size(); i++) {
+                for (int k = 0; k < t; k++) {
+                    tokenRows[i * t + k] = rows.get(i) * t + k;
+                }
             }
             Tensor raw = gather(p.raw(), tokenRows);
             Tensor side1 = gather(p.side1(), tokenRows);
