@@ -235,7 +235,12 @@ final class Mamba2BatchKernels {
         }
         boolean vk = layout == StateLayout.VK;
         int n = dims.stateSize();
-        VerifyMap m = verifyMap(layout, dims.headDim(), n, vec4(dims, xBC, states, previous, next));
+        boolean v4 = vec4(dims, xBC, states, previous, next);
+        if (vk && v4 && n == VK128_N && !Boolean.getBoolean("hyspec.m2verify.generic")) {
+            replayVerifyVk128(states, previous, counts, xBC, dtRaw, dtBias, aLog, d, dims, next, tokensPerRow, y, rows);
+            return;
+        }
+        VerifyMap m = verifyMap(layout, dims.headDim(), n, v4);
         if (m == null) {
             m = verifyMap(layout, dims.headDim(), n, false);   // KV states too tall for 4 rows per thread
         }
@@ -252,6 +257,28 @@ final class Mamba2BatchKernels {
                     rt.stagePointers(previous), rt.stage(counts), xBC, dtRaw, hp.dtBias, hp.aLog, hp.d,
                     rt.stagePointers(next), y, tokensPerRow, dims.numHeads(), dims.headDim(), n, dims.nGroups(),
                     dims.dtMin(), dims.dtMax(), m.ptile(), m.lanes());
+        }
+    }
+
+    /** The state size the VK kernel with a 4 x 4 block per thread and T fixed at compile time takes. */
+    private static final int VK128_N = 128;
+    /** Its p values per block (8 warps of 4 rows). */
+    private static final int VK128_PTILE = 32;
+
+    /**
+     * The replay verify of VK states with N = 128 and 16-byte vectors (m2_replay_verify_vk128_t{T}):
+     * grid (p tiles of 32, H, R), 256 threads, static shared memory. See mamba2_verify.cu.
+     */
+    private void replayVerifyVk128(CudaTensor[] states, CudaTensor[] previous, int[] counts, CudaTensor xBC,
+                                   CudaTensor dtRaw, CudaTensor dtBias, CudaTensor aLog, CudaTensor d,
+                                   Mamba2Dims dims, CudaTensor[] next, int tokensPerRow, CudaTensor y, int rows) {
+        try (Mamba2Kernels.HeadParams hp = new Mamba2Kernels.HeadParams(rt, dtBias, aLog, d, dims.numHeads())) {
+            String kernel = "m2_replay_verify_vk128_t" + tokensPerRow + "_" + hp.suffix;
+            int tiles = (dims.headDim() + VK128_PTILE - 1) / VK128_PTILE;
+            rt.launch(kernel, tiles, dims.numHeads(), rows, BLOCK, 0, rt.stagePointers(states),
+                    rt.stagePointers(previous), rt.stage(counts), xBC, dtRaw, hp.dtBias, hp.aLog, hp.d,
+                    rt.stagePointers(next), y, dims.numHeads(), dims.headDim(), dims.nGroups(), dims.dtMin(),
+                    dims.dtMax());
         }
     }
 
