@@ -392,12 +392,13 @@ HYSPEC_FOR_WEIGHT_TYPES(M2V)
 // traffic, bounds it from T = 2 on. Here a thread holds a 4 x 4 block (rows p .. p+3 of its warp,
 // columns n = 4*lane .. 4*lane+3): one 16-byte B_j (and one broadcast x_j) vector feeds 16 updates in
 // the replay, one C_t vector 16 products in the outputs. A warp covers 4 rows and all 128 columns,
-// a block 8 warps = 32 rows (grid (ceil(P/32), H, R), 256 threads, static shared memory).
+// a block NW warps = 4*NW rows (grid (ceil(P/(4*NW)), H, R), 32*NW threads, static shared memory).
+// NW = 8 keeps the index arithmetic written for 256 threads (the `if constexpr (NW == 8)` branches):
+// its code generation was measured as is, and the general form ran T = 6 about 15 % slower.
 // The 4 row sums of each token reduce over the warp's 32 lanes two tokens at a time by a butterfly
 // that halves the values each step (9 shuffles for 8 sums instead of 40); C_t . B_j likewise, one warp
 // per token t, and the lane that ends with a pair's sum takes its exponential.
 #define M2R_N 128
-#define M2R_PT 32
 
 // Butterfly reduce-scatter of 8 values over a warp: afterwards lanes whose (lane>>2)&7 is k hold the
 // sum over all 32 lanes of v[k] (k = 4*bit4(lane) + 2*bit3(lane) + bit2(lane)) in v[0].
@@ -425,14 +426,14 @@ __device__ __forceinline__ int m2r_slot8(int lane) { return (lane >> 2) & 7; }
 
 __device__ __forceinline__ float4 m2r_lds4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 
-template <int TT, typename W>
+template <int TT, int NW, typename W>
 __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, const float* const* __restrict__ prevs,
                                             const int* __restrict__ counts, const float* __restrict__ xBCAll,
                                             const float* __restrict__ dtRawAll, const W* __restrict__ dtBias,
                                             const W* __restrict__ aLog, const W* __restrict__ dd,
                                             float* const* __restrict__ nexts, float* __restrict__ yAll, int H, int P,
                                             int G, float dtMin, float dtMax) {
-    constexpr int N = M2R_N, PT = M2R_PT, TC = M2V_TC;
+    constexpr int N = M2R_N, PT = 4 * NW, NT = 32 * NW, TC = M2V_TC, XV = PT / 4;
     __shared__ __align__(16) float sB[TT][N];      // B_t
     __shared__ __align__(16) float sC[TT][N];      // C_t
     __shared__ __align__(16) float sx[TT][PT];     // x_t of the tile
@@ -480,6 +481,7 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
             dtj = prev[(long)jt * width + hDt + h];
         }
     }
+    if constexpr (NW == 8) {
     // Round 2: the tokens' B, C (2*TT*32 vectors), x (TT*8), the previous tokens' x (jc*8) and B (jc*32);
     // at most 2 + 1 + 1 + 1 vectors a thread, all loads before the stores.
     {
@@ -505,6 +507,59 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
         if (a3) *reinterpret_cast<float4*>(&pX[tid >> 3][(tid & 7) * 4]) = v3;
         if (a4) *reinterpret_cast<float4*>(&pB[tid >> 5][(tid & 31) * 4]) = v4;
     }
+    } else {
+    // Round 2: the tokens' B, C (2*TT*32 vectors), x (TT*XV), the previous tokens' x (jc*XV) and B (jc*32),
+    // all loads of a thread before its stores.
+    {
+        constexpr int UBC = (2 * TT * 32 + NT - 1) / NT, UX = (TT * XV + NT - 1) / NT;
+        constexpr int UPX = (TC * XV + NT - 1) / NT, UP = (TC * 32 + NT - 1) / NT;
+        float4 vbc[UBC], vx[UX], vpx[UPX], vpb[UP];
+#pragma unroll
+        for (int u = 0; u < UBC; u++) {
+            const int e = tid + u * NT, q = e >> 5, c = (e & 31) * 4;
+            if (e < 2 * TT * 32)
+                vbc[u] = *reinterpret_cast<const float4*>(xBC + (long)(q < TT ? q : q - TT) * conv + (q < TT ? bOff : cOff) + c);
+        }
+#pragma unroll
+        for (int u = 0; u < UX; u++) {
+            const int e = tid + u * NT;
+            if (e < TT * XV && (e % XV) * 4 < pw)
+                vx[u] = *reinterpret_cast<const float4*>(xBC + (long)(e / XV) * conv + h * P + p0 + (e % XV) * 4);
+        }
+#pragma unroll
+        for (int u = 0; u < UPX; u++) {
+            const int e = tid + u * NT;
+            if (e < jc0 * XV && (e % XV) * 4 < pw)
+                vpx[u] = *reinterpret_cast<const float4*>(prev + (long)(e / XV) * width + h * P + p0 + (e % XV) * 4);
+        }
+#pragma unroll
+        for (int u = 0; u < UP; u++) {
+            const int e = tid + u * NT;
+            if (e < jc0 * 32) vpb[u] = *reinterpret_cast<const float4*>(prev + (long)(e >> 5) * width + bOff + (e & 31) * 4);
+        }
+#pragma unroll
+        for (int u = 0; u < UBC; u++) {
+            const int e = tid + u * NT;
+            if (e < 2 * TT * 32)
+                *reinterpret_cast<float4*>(e < TT * 32 ? &sB[0][0] + e * 4 : &sC[0][0] + (e - TT * 32) * 4) = vbc[u];
+        }
+#pragma unroll
+        for (int u = 0; u < UX; u++) {
+            const int e = tid + u * NT;
+            if (e < TT * XV && (e % XV) * 4 < pw) *reinterpret_cast<float4*>(&sx[e / XV][(e % XV) * 4]) = vx[u];
+        }
+#pragma unroll
+        for (int u = 0; u < UPX; u++) {
+            const int e = tid + u * NT;
+            if (e < jc0 * XV && (e % XV) * 4 < pw) *reinterpret_cast<float4*>(&pX[e / XV][(e % XV) * 4]) = vpx[u];
+        }
+#pragma unroll
+        for (int u = 0; u < UP; u++) {
+            const int e = tid + u * NT;
+            if (e < jc0 * 32) *reinterpret_cast<float4*>(&pB[e >> 5][(e & 31) * 4]) = vpb[u];
+        }
+    }
+    }
     if (tid < TT) sdt[tid] = m2_dt(dtr, ld(dtBias, h), dtMin, dtMax);
     if (jt >= 0 && jt < jc0) sw[jt] = m2_exp(__fsub_rn(cL, cj)) * dtj;
     if (tid == 64) seL = count > 0 ? m2_exp(cL) : 1.f;
@@ -515,6 +570,7 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
         const int jc = min(TC, count - j0);
         if (j0 > 0) {
             __syncthreads();   // the previous chunk is no longer read
+            if constexpr (NW == 8) {
             if (tid < jc * 8 && (tid & 7) * 4 < pw) {
                 *reinterpret_cast<float4*>(&pX[tid >> 3][(tid & 7) * 4]) = *reinterpret_cast<const float4*>(
                         prev + (long)(j0 + (tid >> 3)) * width + h * P + p0 + (tid & 7) * 4);
@@ -522,6 +578,18 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
             if (tid < jc * 32) {
                 *reinterpret_cast<float4*>(&pB[tid >> 5][(tid & 31) * 4]) = *reinterpret_cast<const float4*>(
                         prev + (long)(j0 + (tid >> 5)) * width + bOff + (tid & 31) * 4);
+            }
+            } else {
+            for (int e = tid; e < jc * XV; e += NT) {
+                if ((e % XV) * 4 < pw) {
+                    *reinterpret_cast<float4*>(&pX[e / XV][(e % XV) * 4]) = *reinterpret_cast<const float4*>(
+                            prev + (long)(j0 + e / XV) * width + h * P + p0 + (e % XV) * 4);
+                }
+            }
+            for (int e = tid; e < jc * 32; e += NT) {
+                *reinterpret_cast<float4*>(&pB[e >> 5][(e & 31) * 4]) = *reinterpret_cast<const float4*>(
+                        prev + (long)(j0 + (e >> 5)) * width + bOff + (e & 31) * 4);
+            }
             }
             if (jt >= 0 && jt < jc) {
                 const float* row = prev + (long)(j0 + jt) * width;
@@ -557,9 +625,18 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
 
     // History rows of this step: x (this tile), B (the group's first head, first tile), dt and c (first tile).
     float* next = nexts[r];
+    if constexpr (NW == 8) {
     if (tid < TT * 8 && (tid & 7) * 4 < pw) {
         *reinterpret_cast<float4*>(next + (long)(tid >> 3) * width + h * P + p0 + (tid & 7) * 4) =
                 m2r_lds4(&sx[tid >> 3][(tid & 7) * 4]);
+    }
+    } else {
+    for (int e = tid; e < TT * XV; e += NT) {
+        if ((e % XV) * 4 < pw) {
+            *reinterpret_cast<float4*>(next + (long)(e / XV) * width + h * P + p0 + (e % XV) * 4) =
+                    m2r_lds4(&sx[e / XV][(e % XV) * 4]);
+        }
+    }
     }
     if (blockIdx.x == 0 && h % hpg == 0) {
         for (int i = tid; i < TT * 32; i += blockDim.x) {
@@ -595,6 +672,7 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
         if ((lane & 3) == 0 && t < TT && rowsOk) red[t][row0 + (k & 3)] = v[0];
     }
     // Warp t < TT: C_t . B_j for j <= t, then the coefficient of x_j in y_t; lane 31: e^{c_t}.
+    if constexpr (NW == 8) {
     if (warp < TT) {
         const int t = warp;
         const float4 c = m2r_lds4(&sC[t][col]);
@@ -614,6 +692,28 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
             coef[t][j] = v[0] * m2_exp(__fsub_rn(m2v_csum(sdt, t, A), m2v_csum(sdt, j, A))) * sdt[j];
         }
         if (lane == 31) scar[t] = m2_exp(m2v_csum(sdt, t, A));
+        }
+    } else {
+#pragma unroll
+    for (int t = warp; t < TT; t += NW) {
+        const float4 c = m2r_lds4(&sC[t][col]);
+        float v[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            if (j < TT && j <= t) {
+                const float4 b = m2r_lds4(&sB[j][col]);
+                v[j] = c.x * b.x + c.y * b.y + c.z * b.z + c.w * b.w;
+            } else {
+                v[j] = 0.f;
+            }
+        }
+        m2r_reduce8(v, lane);
+        const int j = m2r_slot8(lane);
+        if ((lane & 3) == 0 && j <= t) {
+            coef[t][j] = v[0] * m2_exp(__fsub_rn(m2v_csum(sdt, t, A), m2v_csum(sdt, j, A))) * sdt[j];
+        }
+        if (lane == 31) scar[t] = m2_exp(m2v_csum(sdt, t, A));
+        }
     }
     __syncthreads();
 
@@ -634,15 +734,21 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
     }
 }
 
-#define M2R_K(SUF, W, TT)                                                                                     \
-    extern "C" __global__ void __launch_bounds__(256, 4) m2_replay_verify_vk128_t##TT##_##SUF(                \
+#define M2R_K2(SUF, W, TT, NW, NAME, MINB)                                                                                     \
+    extern "C" __global__ void __launch_bounds__(32 * NW, MINB) NAME(                \
         float *const *states, const float *const *prevs, const int *counts, const float *xBC,                 \
         const float *dtRaw, const W *dtBias, const W *aLog, const W *dd, float *const *nexts, float *y, int H, \
         int P, int G, float dtMin, float dtMax) {                                                             \
-        m2_replay_verify_vk128_impl<TT, W>(states, prevs, counts, xBC, dtRaw, dtBias, aLog, dd, nexts, y, H, \
+        m2_replay_verify_vk128_impl<TT, NW, W>(states, prevs, counts, xBC, dtRaw, dtBias, aLog, dd, nexts, y, H, \
                                            P, G, dtMin, dtMax);                                               \
     }
-#define M2R(SUF, W) \
-    M2R_K(SUF, W, 1) M2R_K(SUF, W, 2) M2R_K(SUF, W, 3) M2R_K(SUF, W, 4) M2R_K(SUF, W, 5) M2R_K(SUF, W, 6) \
-    M2R_K(SUF, W, 7) M2R_K(SUF, W, 8)
+// T = 2 .. 4: 4 warps (16 rows, 8 blocks an SM); T = 5 .. 8: 8 warps (32 rows, 4 blocks an SM); T = 1 runs
+// the generic kernel. Measured on the H100 at the 8B shape (StateUpdateBench, batch 32 .. 256), each the
+// fastest of the three at its T.
+#define M2R(SUF, W)                                                                                   \
+    M2R_K2(SUF, W, 2, 4, m2_replay_verify_vk128w4_t2_##SUF, 8)                                        \
+    M2R_K2(SUF, W, 3, 4, m2_replay_verify_vk128w4_t3_##SUF, 8)                                        \
+    M2R_K2(SUF, W, 4, 4, m2_replay_verify_vk128w4_t4_##SUF, 8)                                        \
+    M2R_K2(SUF, W, 5, 8, m2_replay_verify_vk128_t5_##SUF, 4) M2R_K2(SUF, W, 6, 8, m2_replay_verify_vk128_t6_##SUF, 4) \
+    M2R_K2(SUF, W, 7, 8, m2_replay_verify_vk128_t7_##SUF, 4) M2R_K2(SUF, W, 8, 8, m2_replay_verify_vk128_t8_##SUF, 4)
 HYSPEC_FOR_WEIGHT_TYPES(M2R)
