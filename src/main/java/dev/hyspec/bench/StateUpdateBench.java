@@ -39,7 +39,11 @@ import java.util.function.IntConsumer;
  *
  * <pre>
  * args: --out FILE.json [--quick]    (--quick: batches 1 and 64, fewer timed calls: a smoke test)
+ *       [--arch mamba2,gdn] [--ops replay,intermediate-copy,decode] [--T 1,4,6]
+ *       [--batches 32,64,256] [--layouts VK,KV]
  * </pre>
+ * The filters narrow a run to the listed architectures, operations, tokens per row, batches and
+ * state layouts (each defaults to everything); the checks run for the operations still selected.
  * Run on the device through {@code scripts/device/bench.sh}.
  */
 public final class StateUpdateBench {
@@ -75,6 +79,9 @@ public final class StateUpdateBench {
     private static final Effort FULL = new Effort(600, 20, 100, 15);
     private static final Effort QUICK = new Effort(150, 20, 24, 5);
 
+    /** What a run measures: {@link #CASES} narrowed by the command line's filters, the T and batches. */
+    record Selection(List<Case> cases, int[] tokens, int[] batches) {}
+
     private final CudaBackend gpu;
     private final EventTimer timer;
     private final Effort effort;
@@ -93,16 +100,31 @@ public final class StateUpdateBench {
     public static void main(String[] args) throws IOException {
         Path out = null;
         boolean quick = false;
+        List<String> archs = null;
+        List<String> ops = null;
+        List<String> layouts = null;
+        int[] tokens = TOKENS;
+        int[] batches = null;
         for (int i = 0; i < args.length; i++) {
+            if (i + 1 >= args.length && !args[i].equals("--quick")) {
+                usage(args[i] + " needs a value");
+            }
             switch (args[i]) {
                 case "--out" -> out = Path.of(args[++i]);
                 case "--quick" -> quick = true;
+                case "--arch" -> archs = list(args[++i]);
+                case "--ops" -> ops = list(args[++i]);
+                case "--layouts" -> layouts = list(args[++i]);
+                case "--T" -> tokens = ints(args[++i]);
+                case "--batches" -> batches = ints(args[++i]);
                 default -> usage("unknown argument " + args[i]);
             }
         }
         if (out == null) {
             usage("--out is required");
         }
+        Selection selection = select(archs, ops, layouts, tokens, batches != null ? batches
+                : quick ? QUICK_BATCHES : BATCHES);
         Optional<String> missing = CudaRuntime.unavailableReason();
         if (missing.isPresent()) {
             System.err.println("StateUpdateBench needs a CUDA device: " + missing.get());
@@ -111,32 +133,89 @@ public final class StateUpdateBench {
         long seed = System.nanoTime();
         System.out.println("[state-update] seed " + seed + (quick ? ", quick run" : ""));
         try (CudaBackend gpu = new CudaBackend(CudaBackend.Precision.FLOAT32)) {
-            System.exit(new StateUpdateBench(gpu, quick ? QUICK : FULL, seed).run(out, quick, quick ? QUICK_BATCHES
-                    : BATCHES));
+            System.exit(new StateUpdateBench(gpu, quick ? QUICK : FULL, seed).run(out, quick, selection));
         }
     }
 
     private static void usage(String why) {
-        System.err.println(why + "\nusage: StateUpdateBench --out FILE.json [--quick]");
+        System.err.println(why + "\nusage: StateUpdateBench --out FILE.json [--quick] [--arch mamba2,gdn]"
+                + " [--ops replay,intermediate-copy,decode] [--T 1,4,6] [--batches 32,64,256] [--layouts VK,KV]");
         System.exit(2);
     }
 
-    private int run(Path out, boolean quick, int[] batches) throws IOException {
+    private static List<String> list(String csv) {
+        return Arrays.stream(csv.split(",")).map(String::trim).filter(v -> !v.isEmpty()).toList();
+    }
+
+    private static int[] ints(String csv) {
+        try {
+            int[] v = list(csv).stream().mapToInt(Integer::parseInt).toArray();
+            if (v.length == 0 || Arrays.stream(v).anyMatch(x -> x < 1)) {
+                usage("not a list of positive integers: " + csv);
+            }
+            return v;
+        } catch (NumberFormatException e) {
+            usage("not a list of integers: " + csv);
+            return null;
+        }
+    }
+
+    /** {@link #CASES} narrowed to the listed architectures, operations and layouts (null: all). */
+    static Selection select(List<String> archs, List<String> ops, List<String> layouts, int[] tokens, int[] batches) {
+        if (archs != null) {
+            for (String a : archs) {
+                if (CASES.stream().noneMatch(c -> c.workload().arch().equals(a))) {
+                    usage("unknown --arch " + a);
+                }
+            }
+        }
+        if (ops != null) {
+            for (String o : ops) {
+                if (Arrays.stream(Op.values()).noneMatch(op -> op.label.equals(o))) {
+                    usage("unknown --ops " + o);
+                }
+            }
+        }
+        if (layouts != null) {
+            for (String l : layouts) {
+                if (Arrays.stream(StateLayout.values()).noneMatch(x -> x.name().equals(l))) {
+                    usage("unknown --layouts " + l);
+                }
+            }
+        }
+        List<Case> cases = new ArrayList<>();
+        for (Case c : CASES) {
+            if ((archs != null && !archs.contains(c.workload().arch()))
+                    || (layouts != null && !layouts.contains(c.layout().name()))) {
+                continue;
+            }
+            List<Op> kept = c.ops().stream().filter(op -> ops == null || ops.contains(op.label)).toList();
+            if (!kept.isEmpty()) {
+                cases.add(new Case(c.workload(), c.layout(), kept));
+            }
+        }
+        if (cases.isEmpty()) {
+            usage("the filters leave nothing to measure");
+        }
+        return new Selection(cases, tokens, batches);
+    }
+
+    private int run(Path out, boolean quick, Selection selection) throws IOException {
         long t0 = System.nanoTime();
         double bandwidth = copyBandwidth();
         System.out.printf(Locale.ROOT, "[state-update] %s: device copy bandwidth %.0f GB/s (1 GiB copy, read + write)%n",
                 gpu.deviceName(), bandwidth / 1e9);
         List<Result> results = new ArrayList<>();
-        for (Case c : CASES) {
-            for (int batch : batches) {
-                measure(c, batch, bandwidth, results);
+        for (Case c : selection.cases()) {
+            for (int batch : selection.batches()) {
+                measure(c, batch, selection.tokens(), bandwidth, results);
             }
         }
         gpu.free(copyA);
         gpu.free(copyB);
         List<StateUpdateCheck.Result> checks = new ArrayList<>();
         try (CpuBackend cpu = new CpuBackend()) {
-            for (Case c : CASES) {
+            for (Case c : selection.cases()) {
                 for (Op op : c.ops()) {
                     StateUpdateCheck.Result check = StateUpdateCheck.run(c.workload(), op, c.layout(),
                             op == Op.DECODE ? 1 : 4, gpu, cpu, random);
@@ -150,7 +229,7 @@ public final class StateUpdateBench {
         }
         double seconds = (System.nanoTime() - t0) / 1e9;
         StateUpdateTable.print(System.out, results, checks, bandwidth);
-        writeJson(out, results, checks, bandwidth, quick, seconds);
+        writeJson(out, selection, results, checks, bandwidth, quick, seconds);
         System.out.printf(Locale.ROOT, "[state-update] wrote %s (%.0f s)%n", out, seconds);
         return checks.stream().allMatch(StateUpdateCheck.Result::passed) ? 0 : 1;
     }
@@ -174,11 +253,11 @@ public final class StateUpdateBench {
     }
 
     /** Times every operation of {@code c} at every T for {@code batch} rows, appending to {@code results}. */
-    private void measure(Case c, int batch, double bandwidth, List<Result> results) {
+    private void measure(Case c, int batch, int[] tokenCounts, double bandwidth, List<Result> results) {
         StateWorkload w = c.workload();
         long setBytes = 4 * w.stateElements() * batch;
         int sets = (int) Math.max(2, (MIN_STATE_BYTES + setBytes - 1) / setBytes);
-        int maxTokens = Arrays.stream(TOKENS).max().orElseThrow();
+        int maxTokens = Arrays.stream(tokenCounts).max().orElseThrow();
         Tensor template = gpu.upload(random.take(Math.toIntExact(w.stateElements()), 0.5f), w.stateShape(c.layout()));
         Tensor[] params = new Tensor[w.paramCount()];
         for (int i = 0; i < params.length; i++) {
@@ -189,7 +268,7 @@ public final class StateUpdateBench {
             rows[s] = new StateRows(w, gpu, c.layout(), batch, maxTokens, c.ops().contains(Op.INTERMEDIATE_COPY),
                     template);
         }
-        for (int tokens : TOKENS) {
+        for (int tokens : tokenCounts) {
             for (StateRows r : rows) {
                 r.setTokens(tokens, random);
                 w.primeHistory(r, params);
@@ -274,7 +353,7 @@ public final class StateUpdateBench {
         return n % 2 == 1 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
     }
 
-    private void writeJson(Path out, List<Result> results, List<StateUpdateCheck.Result> checks, double bandwidth,
+    private void writeJson(Path out, Selection selection, List<Result> results, List<StateUpdateCheck.Result> checks, double bandwidth,
                            boolean quick, double seconds) throws IOException {
         ObjectMapper json = new ObjectMapper();
         ObjectNode root = json.createObjectNode();
@@ -287,7 +366,7 @@ public final class StateUpdateBench {
         root.put("copyBandwidthGBs", round(bandwidth / 1e9, 1));
         root.put("runSeconds", round(seconds, 1));
         ObjectNode shapes = root.putObject("stateBytesPerRow");
-        for (Case c : CASES) {
+        for (Case c : selection.cases()) {
             shapes.put(c.workload().arch(), 4 * c.workload().stateElements());
         }
         ArrayNode rs = root.putArray("results");

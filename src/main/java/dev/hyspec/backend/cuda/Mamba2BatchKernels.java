@@ -235,7 +235,12 @@ final class Mamba2BatchKernels {
         }
         boolean vk = layout == StateLayout.VK;
         int n = dims.stateSize();
-        VerifyMap m = verifyMap(layout, dims.headDim(), n, vec4(dims, xBC, states, previous, next));
+        boolean v4 = vec4(dims, xBC, states, previous, next);
+        if (vk && v4 && n == VK128_N && tokensPerRow >= 2) {
+            replayVerifyVk128(states, previous, counts, xBC, dtRaw, dtBias, aLog, d, dims, next, tokensPerRow, y, rows);
+            return;
+        }
+        VerifyMap m = verifyMap(layout, dims.headDim(), n, v4);
         if (m == null) {
             m = verifyMap(layout, dims.headDim(), n, false);   // KV states too tall for 4 rows per thread
         }
@@ -252,6 +257,32 @@ final class Mamba2BatchKernels {
                     rt.stagePointers(previous), rt.stage(counts), xBC, dtRaw, hp.dtBias, hp.aLog, hp.d,
                     rt.stagePointers(next), y, tokensPerRow, dims.numHeads(), dims.headDim(), n, dims.nGroups(),
                     dims.dtMin(), dims.dtMax(), m.ptile(), m.lanes());
+        }
+    }
+
+    /** The state size the VK kernel with a 4 x 4 block per thread and T fixed at compile time takes. */
+    private static final int VK128_N = 128;
+    /** Up to this T it runs 4 warps a block (16 rows p), above it 8 (32 rows). */
+    private static final int VK128_SMALL_T = 4;
+
+    /**
+     * The replay verify of VK states with N = 128 and 16-byte vectors, T = 2 … 8: grid (p tiles, H,
+     * R), 4 rows p a warp, static shared memory; T ≤ 4 m2_replay_verify_vk128w4_t{T} (128 threads),
+     * T ≥ 5 m2_replay_verify_vk128_t{T} (256 threads). T = 1 stays with the generic kernel, which
+     * measured faster there. See mamba2_verify.cu.
+     */
+    private void replayVerifyVk128(CudaTensor[] states, CudaTensor[] previous, int[] counts, CudaTensor xBC,
+                                   CudaTensor dtRaw, CudaTensor dtBias, CudaTensor aLog, CudaTensor d,
+                                   Mamba2Dims dims, CudaTensor[] next, int tokensPerRow, CudaTensor y, int rows) {
+        try (Mamba2Kernels.HeadParams hp = new Mamba2Kernels.HeadParams(rt, dtBias, aLog, d, dims.numHeads())) {
+            boolean w4 = tokensPerRow <= VK128_SMALL_T;
+            String kernel = "m2_replay_verify_vk128" + (w4 ? "w4" : "") + "_t" + tokensPerRow + "_" + hp.suffix;
+            int ptile = w4 ? 16 : 32;
+            int tiles = (dims.headDim() + ptile - 1) / ptile;
+            rt.launch(kernel, tiles, dims.numHeads(), rows, w4 ? 128 : BLOCK, 0, rt.stagePointers(states),
+                    rt.stagePointers(previous), rt.stage(counts), xBC, dtRaw, hp.dtBias, hp.aLog, hp.d,
+                    rt.stagePointers(next), y, dims.numHeads(), dims.headDim(), dims.nGroups(), dims.dtMin(),
+                    dims.dtMax());
         }
     }
 
