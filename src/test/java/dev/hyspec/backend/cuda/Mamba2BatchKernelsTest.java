@@ -34,7 +34,7 @@ import org.junit.jupiter.api.Test;
 class Mamba2BatchKernelsTest {
     private static final double TOL = Gpu.F32_TOL;
     private static final int[] ROWS = {1, 3, 8};
-    private static final int[] TOKENS = {1, 4, 6};
+    private static final int[] TOKENS = {1, 2, 4, 6, 8};
     private static final Shape BIG = new Shape(128, 64, 128, 8);
     /** 16-byte vectors; scalar ones (N, P not multiples of 4; an odd H makes history rows unaligned); 8B. */
     private static final Shape[] SHAPES = {
