@@ -490,6 +490,128 @@ public interface Backend extends AutoCloseable {
     /** {@code dst[rows[i], :] += scale[i] · src[i, :]}. */
     void scatterAddRows(Tensor src, int[] rows, float[] scale, Tensor dst);
 
+    // ---- mixture of experts without host round trips ----
+    //
+    // A MoE layer's routing and expert products kept on the backend, so a decode or verify step
+    // needs no download and can run as a captured graph: routing writes the experts of every token
+    // as tensors, the products and the combine read them there. The defaults route on the host
+    // (MoeRouting.route, the reference) and run each expert on the pairs routed to it.
+    //
+    // Expert ids travel in float32 tensors (every activation here is float32): id e is stored as the
+    // float value e, exact for e < 2^24.
+
+    /** The experts' weights of one projection as {@link #moeExpertMatmul} takes them; called once, at load. */
+    default ExpertWeights expertWeights(Tensor[] weights) {
+        return new ExpertWeights(weights);
+    }
+
+    /**
+     * Routes {@code T} tokens as {@link MoeRouting#route}: {@code logits [T, E]} → {@code ids [T, K]}
+     * (expert ids as float values) and {@code weights [T, K]}, each token's experts best first.
+     */
+    default void moeRoute(Tensor logits, MoeRouting routing, Tensor ids, Tensor weights) {
+        int pairs = Math.toIntExact(ids.numel());
+        if (ids.cols() != routing.topK() || weights.numel() != pairs || logits.rows() * routing.topK() != pairs) {
+            throw new IllegalArgumentException("moeRoute: logits " + java.util.Arrays.toString(logits.shape())
+                    + ", ids " + java.util.Arrays.toString(ids.shape()) + " for top-" + routing.topK());
+        }
+        float[] bias = routing.scoreBias() == null ? null : download(routing.scoreBias());
+        int[] chosen = new int[pairs];
+        float[] w = new float[pairs];
+        routing.route(download(logits), logits.cols(), bias, chosen, w);
+        float[] asFloats = new float[pairs];
+        for (int i = 0; i < pairs; i++) {
+            asFloats[i] = chosen[i];
+        }
+        Tensor hostIds = upload(asFloats, ids.shape());
+        Tensor hostWeights = upload(w, weights.shape());
+        copy(hostIds, ids);
+        copy(hostWeights, weights);
+        free(hostIds);
+        free(hostWeights);
+    }
+
+    /**
+     * The routed experts' products: {@code out[t·K + k, :] = x[row, :] · experts.weight(ids[t, k])ᵀ}
+     * for every pair {@code (t, k)}, with {@code row = t} when {@code x} has {@code T} rows (the
+     * up/gate projections: a token feeds its K experts) and {@code row = t·K + k} when it has
+     * {@code T·K} rows (the down projection: one input per pair). {@code ids [T, K]} as
+     * {@link #moeRoute} writes them, {@code x [T or T·K, D]}, {@code out [T·K, N]}.
+     */
+    default void moeExpertMatmul(Tensor x, Tensor ids, ExpertWeights experts, Tensor out) {
+        int pairs = Math.toIntExact(ids.numel());
+        int k = ids.cols();
+        boolean perPair = x.rows() == pairs;
+        if ((!perPair && x.rows() * k != pairs) || x.cols() != experts.cols() || out.rows() != pairs
+                || out.cols() != experts.rows()) {
+            throw new IllegalArgumentException("moeExpertMatmul: x " + java.util.Arrays.toString(x.shape()) + ", ids "
+                    + java.util.Arrays.toString(ids.shape()) + ", experts [" + experts.rows() + ", " + experts.cols()
+                    + "], out " + java.util.Arrays.toString(out.shape()));
+        }
+        float[] id = download(ids);
+        for (int e = 0; e < experts.numExperts(); e++) {
+            int[] routed = pairsOf(id, e);
+            if (routed.length == 0) {
+                continue;
+            }
+            int[] rows = new int[routed.length];
+            for (int i = 0; i < routed.length; i++) {
+                rows[i] = perPair ? routed[i] : routed[i] / k;
+            }
+            Tensor xe = zeros(routed.length, x.cols());
+            gatherRows(x, rows, xe);
+            Tensor ye = zeros(routed.length, out.cols());
+            matmul(xe, experts.weight(e), null, ye);
+            for (int i = 0; i < routed.length; i++) {
+                copyRows(ye, i, out, routed[i], 1);
+            }
+            free(xe);
+            free(ye);
+        }
+    }
+
+    /**
+     * {@code out[t, :] = Σ_k weights[t, k] · y[t·K + k, :]}, added in ascending expert id (the order
+     * in which the per-expert path adds its experts). {@code y [T·K, D]}, {@code ids, weights [T, K]},
+     * {@code out [T, D]} (overwritten).
+     */
+    default void moeCombine(Tensor y, Tensor ids, Tensor weights, Tensor out) {
+        int pairs = Math.toIntExact(ids.numel());
+        int k = ids.cols();
+        if (y.rows() != pairs || weights.numel() != pairs || out.rows() * k != pairs || out.cols() != y.cols()) {
+            throw new IllegalArgumentException("moeCombine: y " + java.util.Arrays.toString(y.shape()) + ", ids "
+                    + java.util.Arrays.toString(ids.shape()) + ", out " + java.util.Arrays.toString(out.shape()));
+        }
+        float[] id = download(ids);
+        float[] w = download(weights);
+        zero(out);
+        int experts = 0;
+        for (float e : id) {
+            experts = Math.max(experts, (int) e + 1);
+        }
+        for (int e = 0; e < experts; e++) {
+            int[] routed = pairsOf(id, e);
+            if (routed.length == 0) {
+                continue;
+            }
+            int[] tokens = new int[routed.length];
+            float[] scale = new float[routed.length];
+            for (int i = 0; i < routed.length; i++) {
+                tokens[i] = routed[i] / k;
+                scale[i] = w[routed[i]];
+            }
+            Tensor ye = zeros(routed.length, y.cols());
+            gatherRows(y, routed, ye);
+            scatterAddRows(ye, tokens, scale, out);
+            free(ye);
+        }
+    }
+
+    /** The pairs {@code t·K + k} routed to expert {@code e}, in order. */
+    private static int[] pairsOf(float[] ids, int e) {
+        return java.util.stream.IntStream.range(0, ids.length).filter(i -> ids[i] == e).toArray();
+    }
+
     @Override
     void close();
 }

@@ -1,8 +1,10 @@
 package dev.hyspec.backend.cuda;
 
 import dev.hyspec.backend.Backend;
+import dev.hyspec.backend.ExpertWeights;
 import dev.hyspec.backend.GdnDims;
 import dev.hyspec.backend.Mamba2Dims;
+import dev.hyspec.backend.MoeRouting;
 import dev.hyspec.backend.StateLayout;
 import dev.hyspec.backend.Tensor;
 import dev.hyspec.checkpoint.DType;
@@ -592,6 +594,52 @@ public final class CudaBackend implements Backend {
             sampling = new SamplingKernels(rt);
         }
         return sampling;
+    }
+
+    // ---- mixture of experts without host round trips ----
+
+    private MoeKernels moe;
+
+    private MoeKernels moe() {
+        if (moe == null) {
+            moe = new MoeKernels(rt);
+        }
+        return moe;
+    }
+
+    /** With a persistent device table of the weights' addresses (freed when the backend closes). */
+    @Override
+    public ExpertWeights expertWeights(Tensor[] weights) {
+        rt.enter();
+        CudaTensor[] ws = new CudaTensor[weights.length];
+        for (int e = 0; e < weights.length; e++) {
+            ws[e] = t(weights[e]);
+        }
+        return moe().expertWeights(ws);
+    }
+
+    @Override
+    public void moeRoute(Tensor logits, MoeRouting routing, Tensor ids, Tensor weights) {
+        rt.enter();
+        moe().route(f32(logits), routing, routing.scoreBias() == null ? null : f32(routing.scoreBias()), f32(ids),
+                f32(weights));
+    }
+
+    /** One launch over every expert where the weights came from {@link #expertWeights}, else the per-expert default. */
+    @Override
+    public void moeExpertMatmul(Tensor x, Tensor ids, ExpertWeights experts, Tensor out) {
+        rt.enter();
+        if (!MoeKernels.hasTable(experts)) {
+            Backend.super.moeExpertMatmul(x, ids, experts, out);
+            return;
+        }
+        moe().expertMatmul(f32(x), f32(ids), experts, f32(out));
+    }
+
+    @Override
+    public void moeCombine(Tensor y, Tensor ids, Tensor weights, Tensor out) {
+        rt.enter();
+        moe().combine(f32(y), f32(ids), f32(weights), f32(out));
     }
 
     // ---- benchmarks ----

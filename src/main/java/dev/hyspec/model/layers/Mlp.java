@@ -32,6 +32,21 @@ public final class Mlp implements Mixer {
         downBias = bias ? w.vector(prefix + "down_proj.bias", hidden) : null;
     }
 
+    /** The gate projection {@code [I, D]} (SwiGLU only, else null), for {@link SparseMoe}'s expert tables. */
+    Tensor gateProj() {
+        return gateProj;
+    }
+
+    /** The up projection {@code [I, D]}. */
+    Tensor upProj() {
+        return upProj;
+    }
+
+    /** The down projection {@code [D, I]}. */
+    Tensor downProj() {
+        return downProj;
+    }
+
     @Override
     public Tensor forward(Tensor x, ForwardBatch batch, StateStore store) {
         int tokens = x.rows();
