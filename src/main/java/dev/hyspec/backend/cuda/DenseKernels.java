@@ -2,6 +2,7 @@ package dev.hyspec.backend.cuda;
 
 import dev.hyspec.checkpoint.DType;
 import java.util.Arrays;
+import java.util.List;
 import jcuda.driver.CUdeviceptr;
 
 /**
@@ -90,13 +91,110 @@ final class DenseKernels {
     }
 
     /**
-     * The bf16 tensor-core GEMM, with K split over {@code z} blocks when the product has fewer 128×128
-     * output tiles than the device holds blocks (2 per SM): a decode-batch or verify product of a few
-     * dozen rows would otherwise leave most SMs idle while the weights stream. The slices are summed
-     * in order by a second kernel, so the result does not depend on scheduling.
+     * A block tile of {@code gemm.cu}: kernel, rows × outputs, threads, pipeline stages and blocks that
+     * fit on one SM (mirrors the {@code GEMM_BF16} instantiations there).
+     */
+    record GemmTile(String kernel, int rows, int cols, int threads, int stages, int perSm) {
+        int sharedBytes() {
+            return stages * (rows + cols) * GEMM_LD * 2;
+        }
+    }
+
+    /** As {@code GK} and {@code GLD} in gemm.cu: k per pipeline stage, shared row length in bf16. */
+    private static final int GEMM_K = 32;
+    private static final int GEMM_LD = GEMM_K + 8;
+    static final GemmTile TILE_64x128 = new GemmTile("gemm_bf16_64x128", 64, 128, 128, 4, 3);
+    static final GemmTile TILE_128x128 = new GemmTile("gemm_bf16_128x128", 128, 128, 256, 4, 2);
+    static final GemmTile TILE_128x256 = new GemmTile("gemm_bf16_128x256", 128, 256, 256, 4, 1);
+    static final List<GemmTile> GEMM_TILES = List.of(TILE_64x128, TILE_128x128, TILE_128x256);
+    /**
+     * Benchmarks and tests only: forces the GEMM plan, {@code legacy} (matmul_tc_bf16) or
+     * {@code ROWSxCOLS[/sSPLITS]} (a tile of {@link #GEMM_TILES}, optionally a split count).
+     */
+    static final String PLAN_PROPERTY = "hyspec.gemm.plan";
+
+    /** The tile for a product of {@code tokens} rows and {@code outDim} outputs. */
+    static GemmTile gemmTile(int tokens, int outDim) {
+        if (tokens <= 64) {
+            return TILE_64x128;
+        }
+        if (tokens <= 128 || outDim < 4096) {
+            return TILE_128x128;
+        }
+        return TILE_128x256;
+    }
+
+    /**
+     * K slices for a product of {@code tiles} output tiles and {@code kSteps} k-steps: enough blocks
+     * to fill every SM once the tiles alone do not, each slice at least 8 k-steps deep, at most 16.
+     */
+    static int gemmSplits(GemmTile tile, int tiles, int kSteps, int smCount) {
+        int wanted = tile.perSm() * smCount;
+        if (tiles >= wanted) {
+            return 1;
+        }
+        return Math.max(1, Math.min(Math.min((wanted + tiles - 1) / tiles, kSteps / 8), 16));
+    }
+
+    /**
+     * The bf16 tensor-core GEMM ({@code gemm.cu}): x rounded to bf16 once, then a pipelined tiled
+     * GEMM whose tile suits the row count, with K split over {@code z} blocks when the product has
+     * too few output tiles to fill the device (a decode-batch or verify product of a few dozen rows
+     * would otherwise leave most SMs idle while the weights stream). The slices are summed in order
+     * by a second kernel, so the result does not depend on scheduling. Grid dimensions depend on the
+     * shapes only.
      */
     private void tensorCoreGemm(CudaTensor x, CudaTensor w, Object b, int biasType, CudaTensor out, int tokens,
                                 int in, int outDim) {
+        String plan = System.getProperty(PLAN_PROPERTY, "");
+        if (plan.equals("legacy")) {
+            legacyTensorCoreGemm(x, w, b, biasType, out, tokens, in, outDim);
+            return;
+        }
+        GemmTile tile = gemmTile(tokens, outDim);
+        int forcedSplits = 0;
+        if (!plan.isEmpty()) {
+            String[] parts = plan.split("/s");
+            tile = GEMM_TILES.stream().filter(t -> (t.rows() + "x" + t.cols()).equals(parts[0])).findFirst()
+                    .orElseThrow(() -> new IllegalArgumentException(PLAN_PROPERTY + "=" + plan + ": no such tile"));
+            forcedSplits = parts.length > 1 ? Integer.parseInt(parts[1]) : 0;
+        }
+        int mTiles = blocks(tokens, tile.rows());
+        int nTiles = blocks(outDim, tile.cols());
+        int kSteps = (in + GEMM_K - 1) / GEMM_K;
+        int splits = forcedSplits > 0 ? Math.min(forcedSplits, kSteps)
+                : gemmSplits(tile, mTiles * nTiles, kSteps, rt.smCount());
+        int chunkSteps = (kSteps + splits - 1) / splits;
+        splits = (kSteps + chunkSteps - 1) / chunkSteps;
+
+        long n4 = (long) tokens * in / 4;
+        CUdeviceptr xb = rt.memory().alloc(2L * tokens * in);
+        rt.launch("gemm_x_to_bf16", (int) Math.min(blocks(n4, BLOCK), 8L * rt.smCount()), 1, 1, BLOCK, 0, x, xb, n4);
+        int smem = tile.sharedBytes();
+        rt.allowSharedMemory(tile.kernel(), smem);
+        if (splits == 1) {
+            rt.launch(tile.kernel(), mTiles, nTiles, 1, tile.threads(), smem, xb, w, b, biasType, out, tokens, in,
+                    outDim, out, kSteps * GEMM_K);
+        } else {
+            long n = (long) tokens * outDim;
+            CUdeviceptr partial = rt.memory().alloc(4L * splits * n);
+            rt.launch(tile.kernel(), mTiles, nTiles, splits, tile.threads(), smem, xb, w, b, biasType, out, tokens,
+                    in, outDim, partial, chunkSteps * GEMM_K);
+            if (outDim % 4 == 0) {
+                rt.launch("gemm_splitk_reduce", blocks(n / 4, BLOCK), 1, 1, BLOCK, 0, partial, splits, b, biasType,
+                        out, n / 4, outDim);
+            } else {
+                rt.launch("matmul_splitk_reduce", blocks(n, BLOCK), 1, 1, BLOCK, 0, partial, splits, b, biasType, out,
+                        n, outDim);
+            }
+            rt.memory().release(partial);   // reused in stream order by later work
+        }
+        rt.memory().release(xb);
+    }
+
+    /** The earlier tensor-core GEMM (matmul_tc_bf16 in matmul.cu), kept for comparison by benchmarks. */
+    private void legacyTensorCoreGemm(CudaTensor x, CudaTensor w, Object b, int biasType, CudaTensor out,
+                                      int tokens, int in, int outDim) {
         int nTiles = blocks(outDim, 128);
         int mTiles = blocks(tokens, 128);
         int kTiles = (in + 31) / 32;
