@@ -3,7 +3,7 @@
 // float32 [M, N]. Reference: CpuBackend.matmul (x rounded to bf16 here, products accumulated in
 // float32). Dispatched by DenseKernels.tensorCoreGemm:
 //   gemm_x_to_bf16       x rounded to bf16 once per product (not once per output tile);
-//   gemm_bf16_{BM}x{BN}  block tile BM rows × BN outputs, k-steps of 32 through a STAGES-deep cp.async
+//   gemm_bf16_{BM}x{BN}  block tile BM rows × BN outputs, k-steps of 64 through a STAGES-deep cp.async
 //                        pipeline (16-byte copies straight into shared memory, no staging registers),
 //                        fragments by ldmatrix, mma.sync m16n8k16 bf16 → f32;
 //   gemm_splitk_reduce   out = bias + Σ_z partial[z], in slice order, when K is split over blocks.
@@ -14,9 +14,10 @@
 
 namespace {
 
-constexpr int GK = 32;          // k per pipeline stage
-constexpr int GLD = GK + 8;     // shared row length in bf16: 80 bytes, so the 8 row addresses of an
+constexpr int GK = 64;          // k per pipeline stage: 128 bytes of every weight row, whole L2 lines
+constexpr int GLD = GK + 8;     // shared row length in bf16: 144 bytes, so the 8 row addresses of an
                                 // ldmatrix fall in distinct banks and every 16-byte chunk stays aligned
+constexpr int GCH = GK / 8;     // 16-byte chunks per row and stage
 
 __device__ __forceinline__ float gemm_bias_at(const void* bias, int biasType, int o) {
     switch (biasType) {
@@ -69,7 +70,7 @@ __device__ __forceinline__ void gemm_bf16(const __nv_bfloat16* __restrict__ a, c
     constexpr int THREADS = 32 * WARPS_M * WARPS_N;
     constexpr int TM = BM / WARPS_M, TN = BN / WARPS_N, MI = TM / 16, NI = TN / 8;
     static_assert(TM % 16 == 0 && TN % 16 == 0, "warp tile of whole m16 × n16 pieces");
-    static_assert((BM * 4) % THREADS == 0 && (BN * 4) % THREADS == 0, "whole chunks per thread");
+    static_assert((BM * GCH) % THREADS == 0 && (BN * GCH) % THREADS == 0, "whole chunks per thread");
     extern __shared__ __align__(16) unsigned char gemm_smem[];
     __nv_bfloat16* As = reinterpret_cast<__nv_bfloat16*>(gemm_smem);   // [STAGES][BM][GLD]
     __nv_bfloat16* Bs = As + STAGES * BM * GLD;                           // [STAGES][BN][GLD]
@@ -84,14 +85,14 @@ __device__ __forceinline__ void gemm_bf16(const __nv_bfloat16* __restrict__ a, c
         __nv_bfloat16* as = As + slot * BM * GLD;
         __nv_bfloat16* bs = Bs + slot * BN * GLD;
 #pragma unroll
-        for (int j = 0; j < BM * 4 / THREADS; j++) {
-            int idx = tid + j * THREADS, r = idx >> 2, c = (idx & 3) * 8, m = m0 + r, k = k0 + c;
+        for (int j = 0; j < BM * GCH / THREADS; j++) {
+            int idx = tid + j * THREADS, r = idx / GCH, c = (idx % GCH) * 8, m = m0 + r, k = k0 + c;
             bool ok = m < M && k < kEnd;
             cp_async16(as + r * GLD + c, ok ? a + (long)m * K + k : a, ok);
         }
 #pragma unroll
-        for (int j = 0; j < BN * 4 / THREADS; j++) {
-            int idx = tid + j * THREADS, r = idx >> 2, c = (idx & 3) * 8, n = n0 + r, k = k0 + c;
+        for (int j = 0; j < BN * GCH / THREADS; j++) {
+            int idx = tid + j * THREADS, r = idx / GCH, c = (idx % GCH) * 8, n = n0 + r, k = k0 + c;
             bool ok = n < N && k < kEnd;
             cp_async16(bs + r * GLD + c, ok ? w + (long)n * K + k : w, ok);
         }
@@ -195,10 +196,10 @@ extern "C" __global__ void gemm_x_to_bf16(const float4* __restrict__ x, uint2* _
         int N, float* partial, int kChunk) {                                                                      \
         gemm_bf16<BM, BN, WARPS_M, WARPS_N, STAGES>(a, w, bias, biasType, out, M, K, N, partial, kChunk);         \
     }
-// Shared memory STAGES · (BM + BN) · 80 bytes; DenseKernels.GemmTile mirrors these parameters.
-GEMM_BF16(64, 128, 2, 2, 4, 3)    // 128 threads, warp 32 × 64;  60 KiB, 3 blocks per SM
-GEMM_BF16(128, 128, 2, 4, 4, 2)   // 256 threads, warp 64 × 32;  80 KiB, 2 blocks per SM
-GEMM_BF16(128, 256, 2, 4, 4, 1)   // 256 threads, warp 64 × 64; 120 KiB, 1 block per SM
+// Shared memory STAGES · (BM + BN) · 144 bytes; DenseKernels.GemmTile mirrors these parameters.
+GEMM_BF16(64, 128, 2, 2, 4, 2)    // 128 threads, warp 32 × 64; 108 KiB, 2 blocks per SM
+GEMM_BF16(128, 128, 2, 4, 3, 2)   // 256 threads, warp 64 × 32; 108 KiB, 2 blocks per SM
+GEMM_BF16(128, 256, 2, 4, 3, 1)   // 256 threads, warp 64 × 64; 162 KiB, 1 block per SM
 
 /** out = bias + Σ_z partial[z] (z = 0, 1, … in order: deterministic), float4 groups; N % 4 == 0. */
 extern "C" __global__ void gemm_splitk_reduce(const float4* __restrict__ partial, int splits, const void* bias,

@@ -101,11 +101,11 @@ final class DenseKernels {
     }
 
     /** As {@code GK} and {@code GLD} in gemm.cu: k per pipeline stage, shared row length in bf16. */
-    private static final int GEMM_K = 32;
+    private static final int GEMM_K = 64;
     private static final int GEMM_LD = GEMM_K + 8;
-    static final GemmTile TILE_64x128 = new GemmTile("gemm_bf16_64x128", 64, 128, 128, 4, 3);
-    static final GemmTile TILE_128x128 = new GemmTile("gemm_bf16_128x128", 128, 128, 256, 4, 2);
-    static final GemmTile TILE_128x256 = new GemmTile("gemm_bf16_128x256", 128, 256, 256, 4, 1);
+    static final GemmTile TILE_64x128 = new GemmTile("gemm_bf16_64x128", 64, 128, 128, 4, 2);
+    static final GemmTile TILE_128x128 = new GemmTile("gemm_bf16_128x128", 128, 128, 256, 3, 2);
+    static final GemmTile TILE_128x256 = new GemmTile("gemm_bf16_128x256", 128, 256, 256, 3, 1);
     static final List<GemmTile> GEMM_TILES = List.of(TILE_64x128, TILE_128x128, TILE_128x256);
     /**
      * Benchmarks and tests only: forces the GEMM plan, {@code legacy} (matmul_tc_bf16) or
@@ -113,27 +113,55 @@ final class DenseKernels {
      */
     static final String PLAN_PROPERTY = "hyspec.gemm.plan";
 
-    /** The tile for a product of {@code tokens} rows and {@code outDim} outputs. */
-    static GemmTile gemmTile(int tokens, int outDim) {
-        if (tokens <= 64) {
-            return TILE_64x128;
-        }
-        if (tokens <= 128 || outDim < 4096) {
-            return TILE_128x128;
-        }
-        return TILE_128x256;
+    /** A launch plan of the GEMM: tile, K slices, k-steps per slice. */
+    record GemmPlan(GemmTile tile, int splits, int chunkSteps) {}
+
+    // The cost model's device: weight bandwidth and mma.sync throughput an H100 reaches (bytes/s,
+    // FLOP/s) and the cost of a split (the reduce launch), relative throughput of each tile.
+    private static final double MODEL_BYTES_PER_S = 2.6e12;
+    private static final double MODEL_FLOPS = 4.0e14;
+    private static final double MODEL_SPLIT_S = 3e-6;
+
+    private static double tileEfficiency(GemmTile t) {
+        return t == TILE_64x128 ? 0.8 : t == TILE_128x256 ? 0.9 : 1.0;
     }
 
     /**
-     * K slices for a product of {@code tiles} output tiles and {@code kSteps} k-steps: enough blocks
-     * to fill every SM once the tiles alone do not, each slice at least 8 k-steps deep, at most 16.
+     * The plan with the least modelled time: blocks run in waves of {@code perSm · SMs} (a partly
+     * filled last wave costs its share, at least 80 %), a block's time is the larger of its share
+     * of the weight stream (weights read once per output column tile: the row tiles that share them
+     * run side by side) and its mma work; a split adds writing and reading its partial sums. Only
+     * the shapes decide, never the data, so a step's plans (and graphs) recur.
      */
-    static int gemmSplits(GemmTile tile, int tiles, int kSteps, int smCount) {
-        int wanted = tile.perSm() * smCount;
-        if (tiles >= wanted) {
-            return 1;
+    static GemmPlan gemmPlan(int tokens, int in, int outDim, int smCount, GemmTile forced, int forcedSplits) {
+        int kSteps = (in + GEMM_K - 1) / GEMM_K;
+        GemmPlan best = null;
+        double bestTime = Double.MAX_VALUE;
+        for (GemmTile tile : forced != null ? List.of(forced) : GEMM_TILES) {
+            int mTiles = blocks(tokens, tile.rows());
+            int tiles = mTiles * blocks(outDim, tile.cols());
+            int slots = tile.perSm() * smCount;
+            double tileS = Math.max(2.0 * tile.cols() * in / mTiles / (MODEL_BYTES_PER_S / slots),
+                    2.0 * tile.rows() * tile.cols() * in / (MODEL_FLOPS * tileEfficiency(tile) / slots));
+            int maxSplits = forcedSplits > 0 ? Math.min(forcedSplits, kSteps) : Math.max(1, Math.min(16, kSteps / 4));
+            for (int s = forcedSplits > 0 ? maxSplits : 1; s <= maxSplits; s++) {
+                int chunk = (kSteps + s - 1) / s;
+                int splits = (kSteps + chunk - 1) / chunk;
+                long blocks = (long) tiles * splits;
+                long full = blocks / slots;
+                long rest = blocks % slots;
+                double waves = full + (rest > 0 ? Math.max(0.8, (double) rest / slots) : 0);
+                double t = waves * tileS * chunk / kSteps;
+                if (splits > 1) {
+                    t += (2.0 * splits + 1) * 4.0 * tokens * outDim / MODEL_BYTES_PER_S + MODEL_SPLIT_S;
+                }
+                if (t < bestTime * 0.98) {   // a larger tile or split only for a clear gain
+                    bestTime = t;
+                    best = new GemmPlan(tile, splits, chunk);
+                }
+            }
         }
-        return Math.max(1, Math.min(Math.min((wanted + tiles - 1) / tiles, kSteps / 8), 16));
+        return best;
     }
 
     /**
@@ -151,22 +179,20 @@ final class DenseKernels {
             legacyTensorCoreGemm(x, w, b, biasType, out, tokens, in, outDim);
             return;
         }
-        GemmTile tile = gemmTile(tokens, outDim);
+        GemmTile forced = null;
         int forcedSplits = 0;
         if (!plan.isEmpty()) {
             String[] parts = plan.split("/s");
-            tile = GEMM_TILES.stream().filter(t -> (t.rows() + "x" + t.cols()).equals(parts[0])).findFirst()
+            forced = GEMM_TILES.stream().filter(t -> (t.rows() + "x" + t.cols()).equals(parts[0])).findFirst()
                     .orElseThrow(() -> new IllegalArgumentException(PLAN_PROPERTY + "=" + plan + ": no such tile"));
             forcedSplits = parts.length > 1 ? Integer.parseInt(parts[1]) : 0;
         }
+        GemmPlan p = gemmPlan(tokens, in, outDim, rt.smCount(), forced, forcedSplits);
+        GemmTile tile = p.tile();
+        int splits = p.splits();
         int mTiles = blocks(tokens, tile.rows());
         int nTiles = blocks(outDim, tile.cols());
         int kSteps = (in + GEMM_K - 1) / GEMM_K;
-        int splits = forcedSplits > 0 ? Math.min(forcedSplits, kSteps)
-                : gemmSplits(tile, mTiles * nTiles, kSteps, rt.smCount());
-        int chunkSteps = (kSteps + splits - 1) / splits;
-        splits = (kSteps + chunkSteps - 1) / chunkSteps;
-
         long n4 = (long) tokens * in / 4;
         CUdeviceptr xb = rt.memory().alloc(2L * tokens * in);
         rt.launch("gemm_x_to_bf16", (int) Math.min(blocks(n4, BLOCK), 8L * rt.smCount()), 1, 1, BLOCK, 0, x, xb, n4);
@@ -179,7 +205,7 @@ final class DenseKernels {
             long n = (long) tokens * outDim;
             CUdeviceptr partial = rt.memory().alloc(4L * splits * n);
             rt.launch(tile.kernel(), mTiles, nTiles, splits, tile.threads(), smem, xb, w, b, biasType, out, tokens,
-                    in, outDim, partial, chunkSteps * GEMM_K);
+                    in, outDim, partial, p.chunkSteps() * GEMM_K);
             if (outDim % 4 == 0) {
                 rt.launch("gemm_splitk_reduce", blocks(n / 4, BLOCK), 1, 1, BLOCK, 0, partial, splits, b, biasType,
                         out, n / 4, outDim);
