@@ -117,7 +117,7 @@ final class DenseKernels {
     record GemmPlan(GemmTile tile, int splits, int chunkSteps) {}
 
     // The cost model's device: weight bandwidth and mma.sync throughput an H100 reaches (bytes/s,
-    // FLOP/s) and the cost of a split (the reduce launch), relative throughput of each tile.
+    // FLOP/s) and the cost of a split (the reduce launch); relative mma throughput of each tile.
     private static final double MODEL_BYTES_PER_S = 2.6e12;
     private static final double MODEL_FLOPS = 4.0e14;
     private static final double MODEL_SPLIT_S = 3e-6;
@@ -127,8 +127,9 @@ final class DenseKernels {
     }
 
     /**
-     * The plan with the least modelled time: blocks run in waves of {@code perSm · SMs} (a partly
-     * filled last wave costs its share, at least 80 %), a block's time is the larger of its share
+     * The tile for the row count (or the forced one) and the split count with the least modelled
+     * time: blocks run in waves of {@code perSm · SMs} (a partly filled last wave costs its share,
+     * at least 80 %), a block's time is the larger of its share
      * of the weight stream (weights read once per output column tile: the row tiles that share them
      * run side by side) and its mma work; a split adds writing and reading its partial sums. Only
      * the shapes decide, never the data, so a step's plans (and graphs) recur.
@@ -137,7 +138,10 @@ final class DenseKernels {
         int kSteps = (in + GEMM_K - 1) / GEMM_K;
         GemmPlan best = null;
         double bestTime = Double.MAX_VALUE;
-        for (GemmTile tile : forced != null ? List.of(forced) : GEMM_TILES) {
+        // Measured on an H100 (MatmulBench): 64×128 is fastest up to 64 rows, 128×128 above (128×256
+        // at best ties it at 512 rows); the model then picks the split count for the tile.
+        GemmTile tileFor = tokens <= 64 ? TILE_64x128 : TILE_128x128;
+        for (GemmTile tile : List.of(forced != null ? forced : tileFor)) {
             int mTiles = blocks(tokens, tile.rows());
             int tiles = mTiles * blocks(outDim, tile.cols());
             int slots = tile.perSm() * smCount;
@@ -155,7 +159,7 @@ final class DenseKernels {
                 if (splits > 1) {
                     t += (2.0 * splits + 1) * 4.0 * tokens * outDim / MODEL_BYTES_PER_S + MODEL_SPLIT_S;
                 }
-                if (t < bestTime * 0.98) {   // a larger tile or split only for a clear gain
+                if (t < bestTime * 0.98) {   // more slices only for a clear gain
                     bestTime = t;
                     best = new GemmPlan(tile, splits, chunk);
                 }
