@@ -4,11 +4,13 @@
 #   scripts/device/bench.sh stage [STAGE]      here: build, then pack into STAGE (default .device-bench,
 #                                              git-ignored) a Java runtime, the classes and jars
 #                                              (gpu-tests.sh stage) and this script, as STAGE/bench.sh
-#   bash scripts/device/bench.sh run [STAGE] [state|decode|all] [BENCH ARGS...]
+#   bash scripts/device/bench.sh run [STAGE] [state|decode|matmul|all] [BENCH ARGS...]
 #                                              on the GPU machine (the device tool, carrying STAGE):
 #                                              runs the benchmarks and writes to $OUT
 #       state-update.json, state-update.txt    StateUpdateBench: recurrent-state update against its floor
 #       decode.json, decode.txt                DecodeBench: end-to-end decode (skipped when not built)
+#       matmul.json, matmul.txt                MatmulBench: the bf16 tensor-core GEMM at the 8B model's
+#                                              shapes, M 16…512 (only when asked for: `matmul`)
 #       device.txt                             nvidia-smi
 #       report/BENCHMARKS.md, report/*.png     BenchReport of both (report.txt says why if it failed)
 #   BENCH ARGS go to each benchmark; --quick makes a smoke run.
@@ -21,7 +23,7 @@
 #   java -cp ".device-bench/classes:.device-bench/lib/*" dev.hyspec.bench.BenchReport \
 #     --state state-update.json --decode decode.json --out DIR
 set -euo pipefail
-usage="usage: bench.sh stage [STAGE] | bench.sh run [STAGE] [state|decode|all] [BENCH ARGS...]"
+usage="usage: bench.sh stage [STAGE] | bench.sh run [STAGE] [state|decode|matmul|all] [BENCH ARGS...]"
 mode=${1:?$usage}
 stage=${2:-.device-bench}
 
@@ -35,7 +37,7 @@ run)
   # Runs from the repository root of the device's copy; STAGE is relative to it (or absolute).
   what=${3:-all}
   shift $(( $# >= 3 ? 3 : $# ))
-  case $what in state|decode|all) ;; *) echo "$usage" >&2; exit 2 ;; esac
+  case $what in state|decode|matmul|all) ;; *) echo "$usage" >&2; exit 2 ;; esac
   out=${OUT:-/tmp/hyspec-bench-out}
   mkdir -p "$out" /tmp/hyspec-jre
   [ -x /tmp/hyspec-jre/bin/java ] || tar xJf "$stage/jre.txz" -C /tmp/hyspec-jre
@@ -47,6 +49,10 @@ run)
         -Dhyspec.bench.driver="$driver" -cp "$cp")
   status=0
   report=()
+  if [ "$what" = matmul ]; then
+    "${java[@]}" dev.hyspec.bench.MatmulBench --out "$out/matmul.json" "$@" 2>&1 | tee "$out/matmul.txt" || status=$?
+    exit $status
+  fi
   if [ "$what" != decode ]; then
     "${java[@]}" dev.hyspec.bench.StateUpdateBench --out "$out/state-update.json" "$@" 2>&1 \
       | tee "$out/state-update.txt" || status=$?

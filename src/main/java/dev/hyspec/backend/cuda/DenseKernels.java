@@ -2,6 +2,7 @@ package dev.hyspec.backend.cuda;
 
 import dev.hyspec.checkpoint.DType;
 import java.util.Arrays;
+import java.util.List;
 import jcuda.driver.CUdeviceptr;
 
 /**
@@ -90,13 +91,140 @@ final class DenseKernels {
     }
 
     /**
-     * The bf16 tensor-core GEMM, with K split over {@code z} blocks when the product has fewer 128×128
-     * output tiles than the device holds blocks (2 per SM): a decode-batch or verify product of a few
-     * dozen rows would otherwise leave most SMs idle while the weights stream. The slices are summed
-     * in order by a second kernel, so the result does not depend on scheduling.
+     * A block tile of {@code gemm.cu}: kernel, rows × outputs, threads, pipeline stages and blocks that
+     * fit on one SM (mirrors the {@code GEMM_BF16} instantiations there).
+     */
+    record GemmTile(String kernel, int rows, int cols, int threads, int stages, int perSm) {
+        int sharedBytes() {
+            return stages * (rows + cols) * GEMM_LD * 2;
+        }
+    }
+
+    /** As {@code GK} and {@code GLD} in gemm.cu: k per pipeline stage, shared row length in bf16. */
+    private static final int GEMM_K = 64;
+    private static final int GEMM_LD = GEMM_K + 8;
+    static final GemmTile TILE_64x128 = new GemmTile("gemm_bf16_64x128", 64, 128, 128, 4, 2);
+    static final GemmTile TILE_128x128 = new GemmTile("gemm_bf16_128x128", 128, 128, 256, 3, 2);
+    static final GemmTile TILE_128x256 = new GemmTile("gemm_bf16_128x256", 128, 256, 256, 3, 1);
+    static final List<GemmTile> GEMM_TILES = List.of(TILE_64x128, TILE_128x128, TILE_128x256);
+    /**
+     * Benchmarks and tests only: forces the GEMM plan, {@code legacy} (matmul_tc_bf16) or
+     * {@code ROWSxCOLS[/sSPLITS]} (a tile of {@link #GEMM_TILES}, optionally a split count).
+     */
+    static final String PLAN_PROPERTY = "hyspec.gemm.plan";
+
+    /** A launch plan of the GEMM: tile, K slices, k-steps per slice. */
+    record GemmPlan(GemmTile tile, int splits, int chunkSteps) {}
+
+    // The cost model's device: weight bandwidth and mma.sync throughput an H100 reaches (bytes/s,
+    // FLOP/s) and the cost of a split (the reduce launch); relative mma throughput of each tile.
+    private static final double MODEL_BYTES_PER_S = 2.6e12;
+    private static final double MODEL_FLOPS = 4.0e14;
+    private static final double MODEL_SPLIT_S = 3e-6;
+
+    private static double tileEfficiency(GemmTile t) {
+        return t == TILE_64x128 ? 0.8 : t == TILE_128x256 ? 0.9 : 1.0;
+    }
+
+    /**
+     * The tile for the row count (or the forced one) and the split count with the least modelled
+     * time: blocks run in waves of {@code perSm · SMs} (a partly filled last wave costs its share,
+     * at least 80 %), a block's time is the larger of its share
+     * of the weight stream (weights read once per output column tile: the row tiles that share them
+     * run side by side) and its mma work; a split adds writing and reading its partial sums. Only
+     * the shapes decide, never the data, so a step's plans (and graphs) recur.
+     */
+    static GemmPlan gemmPlan(int tokens, int in, int outDim, int smCount, GemmTile forced, int forcedSplits) {
+        int kSteps = (in + GEMM_K - 1) / GEMM_K;
+        GemmPlan best = null;
+        double bestTime = Double.MAX_VALUE;
+        // Measured on an H100 (MatmulBench): 64×128 is fastest up to 64 rows, 128×128 above (128×256
+        // at best ties it at 512 rows); the model then picks the split count for the tile.
+        GemmTile tileFor = tokens <= 64 ? TILE_64x128 : TILE_128x128;
+        for (GemmTile tile : List.of(forced != null ? forced : tileFor)) {
+            int mTiles = blocks(tokens, tile.rows());
+            int tiles = mTiles * blocks(outDim, tile.cols());
+            int slots = tile.perSm() * smCount;
+            double tileS = Math.max(2.0 * tile.cols() * in / mTiles / (MODEL_BYTES_PER_S / slots),
+                    2.0 * tile.rows() * tile.cols() * in / (MODEL_FLOPS * tileEfficiency(tile) / slots));
+            int maxSplits = forcedSplits > 0 ? Math.min(forcedSplits, kSteps) : Math.max(1, Math.min(16, kSteps / 4));
+            for (int s = forcedSplits > 0 ? maxSplits : 1; s <= maxSplits; s++) {
+                int chunk = (kSteps + s - 1) / s;
+                int splits = (kSteps + chunk - 1) / chunk;
+                long blocks = (long) tiles * splits;
+                long full = blocks / slots;
+                long rest = blocks % slots;
+                double waves = full + (rest > 0 ? Math.max(0.8, (double) rest / slots) : 0);
+                double t = waves * tileS * chunk / kSteps;
+                if (splits > 1) {
+                    t += (2.0 * splits + 1) * 4.0 * tokens * outDim / MODEL_BYTES_PER_S + MODEL_SPLIT_S;
+                }
+                if (t < bestTime * 0.98) {   // more slices only for a clear gain
+                    bestTime = t;
+                    best = new GemmPlan(tile, splits, chunk);
+                }
+            }
+        }
+        return best;
+    }
+
+    /**
+     * The bf16 tensor-core GEMM ({@code gemm.cu}): x rounded to bf16 once, then a pipelined tiled
+     * GEMM whose tile suits the row count, with K split over {@code z} blocks when the product has
+     * too few output tiles to fill the device (a decode-batch or verify product of a few dozen rows
+     * would otherwise leave most SMs idle while the weights stream). The slices are summed in order
+     * by a second kernel, so the result does not depend on scheduling. Grid dimensions depend on the
+     * shapes only.
      */
     private void tensorCoreGemm(CudaTensor x, CudaTensor w, Object b, int biasType, CudaTensor out, int tokens,
                                 int in, int outDim) {
+        String plan = System.getProperty(PLAN_PROPERTY, "");
+        if (plan.equals("legacy")) {
+            legacyTensorCoreGemm(x, w, b, biasType, out, tokens, in, outDim);
+            return;
+        }
+        GemmTile forced = null;
+        int forcedSplits = 0;
+        if (!plan.isEmpty()) {
+            String[] parts = plan.split("/s");
+            forced = GEMM_TILES.stream().filter(t -> (t.rows() + "x" + t.cols()).equals(parts[0])).findFirst()
+                    .orElseThrow(() -> new IllegalArgumentException(PLAN_PROPERTY + "=" + plan + ": no such tile"));
+            forcedSplits = parts.length > 1 ? Integer.parseInt(parts[1]) : 0;
+        }
+        GemmPlan p = gemmPlan(tokens, in, outDim, rt.smCount(), forced, forcedSplits);
+        GemmTile tile = p.tile();
+        int splits = p.splits();
+        int mTiles = blocks(tokens, tile.rows());
+        int nTiles = blocks(outDim, tile.cols());
+        int kSteps = (in + GEMM_K - 1) / GEMM_K;
+        long n4 = (long) tokens * in / 4;
+        CUdeviceptr xb = rt.memory().alloc(2L * tokens * in);
+        rt.launch("gemm_x_to_bf16", (int) Math.min(blocks(n4, BLOCK), 8L * rt.smCount()), 1, 1, BLOCK, 0, x, xb, n4);
+        int smem = tile.sharedBytes();
+        rt.allowSharedMemory(tile.kernel(), smem);
+        if (splits == 1) {
+            rt.launch(tile.kernel(), mTiles, nTiles, 1, tile.threads(), smem, xb, w, b, biasType, out, tokens, in,
+                    outDim, out, kSteps * GEMM_K);
+        } else {
+            long n = (long) tokens * outDim;
+            CUdeviceptr partial = rt.memory().alloc(4L * splits * n);
+            rt.launch(tile.kernel(), mTiles, nTiles, splits, tile.threads(), smem, xb, w, b, biasType, out, tokens,
+                    in, outDim, partial, p.chunkSteps() * GEMM_K);
+            if (outDim % 4 == 0) {
+                rt.launch("gemm_splitk_reduce", blocks(n / 4, BLOCK), 1, 1, BLOCK, 0, partial, splits, b, biasType,
+                        out, n / 4, outDim);
+            } else {
+                rt.launch("matmul_splitk_reduce", blocks(n, BLOCK), 1, 1, BLOCK, 0, partial, splits, b, biasType, out,
+                        n, outDim);
+            }
+            rt.memory().release(partial);   // reused in stream order by later work
+        }
+        rt.memory().release(xb);
+    }
+
+    /** The earlier tensor-core GEMM (matmul_tc_bf16 in matmul.cu), kept for comparison by benchmarks. */
+    private void legacyTensorCoreGemm(CudaTensor x, CudaTensor w, Object b, int biasType, CudaTensor out,
+                                      int tokens, int in, int outDim) {
         int nTiles = blocks(outDim, 128);
         int mTiles = blocks(tokens, 128);
         int kTiles = (in + 31) / 32;

@@ -203,6 +203,60 @@ class DenseKernelsTest {
         }
     }
 
+    /**
+     * Every tile and split-K path of the bf16 tensor-core GEMM ({@code gemm.cu}, forced through
+     * {@link DenseKernels#PLAN_PROPERTY}) on ragged shapes (rows, k and outputs off the tile sizes, an
+     * output count that is even but not a multiple of 4, an odd one), then the default plan on the
+     * Nemotron-H-8B shapes at 64 and 256 rows (decode batch and verify batch).
+     */
+    @Test
+    void matmulTensorCoreTiles() {
+        long[] seed = new long[1];
+        Random r = Gpu.random(seed);
+        String[] plans = {"legacy", "64x128", "128x128", "128x256", "64x128/s3", "128x128/s2", "128x256/s5"};
+        int[][] ragged = {{9, 264, 300}, {130, 512, 258}, {200, 1032, 1001}, {77, 4096, 128}};
+        int[][] real = {{64, 4096, 4096}, {64, 8192, 1024}, {256, 4096, 1024}, {256, 4096, 4096}, {256, 21504, 256}};
+        try (CudaBackend bf16 = new CudaBackend(CudaBackend.Precision.BF16)) {
+            for (int[] shape : ragged) {
+                for (String plan : plans) {
+                    tensorCoreCase(bf16, r, seed[0], plan, shape[0], shape[1], shape[2], true);
+                }
+            }
+            for (int[] shape : real) {
+                tensorCoreCase(bf16, r, seed[0], "", shape[0], shape[1], shape[2], false);
+            }
+        }
+    }
+
+    private static void tensorCoreCase(CudaBackend b, Random r, long seed, String plan, int tokens, int in, int outDim,
+                                       boolean withBias) {
+        float[] xs = Gpu.normal(r, tokens * in, 1);
+        Tensor cx = Gpu.CPU.upload(xs, tokens, in);
+        Weight w = weight(b, r, DType.BF16, 1, outDim, in);
+        Weight bias = withBias ? weight(b, r, DType.BF16, 1, outDim) : null;
+        Tensor cpuOut = Gpu.CPU.zeros(tokens, outDim);
+        Gpu.CPU.matmul(cx, w.cpu(), withBias ? bias.cpuF32() : null, cpuOut);
+        Tensor x = b.upload(xs, tokens, in);
+        Tensor out = poisoned(b, tokens, outDim);
+        if (plan.isEmpty()) {
+            System.clearProperty(DenseKernels.PLAN_PROPERTY);
+        } else {
+            System.setProperty(DenseKernels.PLAN_PROPERTY, plan);
+        }
+        try {
+            b.matmul(x, w.gpu(), withBias ? bias.gpu() : null, out);
+        } finally {
+            System.clearProperty(DenseKernels.PLAN_PROPERTY);
+        }
+        Gpu.check(String.format(Locale.ROOT, "tensor-core matmul [%s] T=%d in=%d out=%d%s",
+                        plan.isEmpty() ? "default" : plan, tokens, in, outDim, withBias ? " +bias" : ""),
+                Gpu.CPU.download(cpuOut), b.download(out), Gpu.BF16_TOL, seed);
+        Gpu.free(b, x, out, w.gpu());
+        if (withBias) {
+            Gpu.free(b, bias.gpu());
+        }
+    }
+
     private static Tensor poisoned(Backend b, int rows, int cols) {
         float[] nan = new float[rows * cols];
         Arrays.fill(nan, Float.NaN);
