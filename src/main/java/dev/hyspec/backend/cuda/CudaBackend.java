@@ -601,6 +601,25 @@ public final class CudaBackend implements Backend {
         return new EventTimer(rt);
     }
 
+    /**
+     * Profiles every recorded step (decode and verify steps) from now until {@link #stopProfile()}:
+     * each runs four times with its ops timed by event nodes ({@link StepProfile}), so outputs of the
+     * profiled steps are not meaningful.
+     */
+    public StepProfile startProfile() {
+        rt.enter();
+        StepProfile profile = new StepProfile();
+        rt.startProfile(profile);
+        return profile;
+    }
+
+    /** Ends the profile that {@link #startProfile()} began. */
+    public void stopProfile(StepProfile profile) {
+        rt.enter();
+        rt.stopProfile();
+        profile.close();
+    }
+
     /** The CUDA version the driver supports, as {@code "12.4"}. */
     public String driverVersion() {
         rt.enter();

@@ -77,6 +77,9 @@ final class DenseKernels {
             case F16 -> 3;
         };
         String sfx = suffix(w.dtype());
+        if (rt.profiling()) {
+            rt.labelNext("[" + outDim + " x " + in + "]", w.numel() * w.dtype().bytes());
+        }
         if (tokens <= DECODE_MAX_TOKENS) {
             int rows = tokens <= 2 ? 2 : 4;   // output rows per block, as in matmul_decode
             rt.launch("matmul_decode_t" + tokens + "_" + sfx, blocks(outDim, rows), 1, 1, 128, 0, x, w, b, biasType,

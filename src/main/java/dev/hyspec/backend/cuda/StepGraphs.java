@@ -64,6 +64,9 @@ final class StepGraphs implements AutoCloseable {
     private final Map<Key, CUgraphExec> graphs = new LinkedHashMap<>(16, 0.75f, true);
     private final Map<Key, Boolean> seen = new HashMap<>();
     private List<Op> ops;
+    private final List<String> labels = new ArrayList<>();   // per queued op, for a profile
+    private final List<Long> opBytes = new ArrayList<>();    // per queued op: weight bytes it reads, or 0
+    private StepProfile profile;
     private long[] sig = new long[1024];
     private int sigLength;
     private long captured;
@@ -81,12 +84,28 @@ final class StepGraphs implements AutoCloseable {
 
     void begin() {
         ops = new ArrayList<>();
+        labels.clear();
+        opBytes.clear();
         sigLength = 0;
     }
 
-    /** Queues an op; {@code signature} are the values that identify it (addresses, shapes, scalars). */
-    void add(Op op, long... signature) {
+    /** While set, every recorded step is profiled ({@link StepProfile}) instead of replayed or captured. */
+    void profile(StepProfile profile) {
+        this.profile = profile;
+    }
+
+    boolean profiling() {
+        return profile != null;
+    }
+
+    /**
+     * Queues an op; {@code signature} are the values that identify it (addresses, shapes, scalars).
+     * {@code label} and {@code bytes} (weight bytes it streams, 0 if none) name it in a profile.
+     */
+    void add(String label, long bytes, Op op, long... signature) {
         ops.add(op);
+        labels.add(label);
+        opBytes.add(bytes);
         if (sigLength + signature.length + 1 > sig.length) {
             sig = Arrays.copyOf(sig, Math.max(sig.length * 2, sigLength + signature.length + 1));
         }
@@ -116,6 +135,10 @@ final class StepGraphs implements AutoCloseable {
         List<Op> queued = ops;
         ops = null;
         if (queued.isEmpty()) {
+            return;
+        }
+        if (profile != null) {
+            profile.step(stream, queued, labels, opBytes);
             return;
         }
         Key key = new Key(Arrays.copyOf(sig, sigLength));
