@@ -380,7 +380,8 @@ public final class CudaRuntime implements AutoCloseable {
         Pointer src = stagingHost.withByteOffset(at);
         stagingAt = at + bytes;
         if (graphs.recording()) {
-            graphs.add("memcpy staged host-to-device", 0, s -> cuMemcpyHtoDAsync(dst, src, bytes, s), 4, at, bytes);
+            int end = stagingAt;   // a recorded step stages from offset 0 (beginGraph)
+            graphs.staged(end, s -> cuMemcpyHtoDAsync(stagingDevice, stagingHost, end, s));
         } else {
             cuMemcpyHtoDAsync(dst, src, bytes, stream);
         }

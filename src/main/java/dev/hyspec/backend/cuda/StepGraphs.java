@@ -67,6 +67,8 @@ final class StepGraphs implements AutoCloseable {
     private final List<String> labels = new ArrayList<>();   // per queued op, for a profile
     private final List<Long> opBytes = new ArrayList<>();    // per queued op: weight bytes it reads, or 0
     private StepProfile profile;
+    private Op stagingCopy;   // the step's staged host arrays, one copy issued ahead of its other ops
+    private int stagedBytes;
     private long[] sig = new long[1024];
     private int sigLength;
     private long captured;
@@ -87,6 +89,32 @@ final class StepGraphs implements AutoCloseable {
         labels.clear();
         opBytes.clear();
         sigLength = 0;
+        stagingCopy = null;
+        stagedBytes = 0;
+    }
+
+    /**
+     * The step's staged host arrays now fill the first {@code bytes} of the staging area; {@code copy}
+     * copies them to the device. One copy ahead of the step's other ops replaces a copy per array
+     * (every staged array is written on the host before the step's work is issued).
+     */
+    void staged(int bytes, Op copy) {
+        stagedBytes = bytes;
+        stagingCopy = copy;
+    }
+
+    /** Stops recording and returns the queued ops, the staging copy first. */
+    private List<Op> take() {
+        List<Op> queued = ops;
+        ops = null;
+        if (stagingCopy != null) {
+            queued.add(0, stagingCopy);
+            labels.add(0, "memcpy staged host-to-device");
+            opBytes.add(0, 0L);
+            add(null, 0, null, 4, 0, stagedBytes);   // into the signature (ops is null: nothing is queued)
+            stagingCopy = null;
+        }
+        return queued;
     }
 
     /** While set, every recorded step is profiled ({@link StepProfile}) instead of replayed or captured. */
@@ -103,9 +131,11 @@ final class StepGraphs implements AutoCloseable {
      * {@code label} and {@code bytes} (weight bytes it streams, 0 if none) name it in a profile.
      */
     void add(String label, long bytes, Op op, long... signature) {
-        ops.add(op);
-        labels.add(label);
-        opBytes.add(bytes);
+        if (ops != null) {
+            ops.add(op);
+            labels.add(label);
+            opBytes.add(bytes);
+        }
         if (sigLength + signature.length + 1 > sig.length) {
             sig = Arrays.copyOf(sig, Math.max(sig.length * 2, sigLength + signature.length + 1));
         }
@@ -119,8 +149,7 @@ final class StepGraphs implements AutoCloseable {
         if (ops == null) {
             return;
         }
-        List<Op> queued = ops;
-        ops = null;
+        List<Op> queued = take();
         abandoned++;
         for (Op op : queued) {
             op.issue(stream);
@@ -132,8 +161,7 @@ final class StepGraphs implements AutoCloseable {
         if (ops == null) {
             return;
         }
-        List<Op> queued = ops;
-        ops = null;
+        List<Op> queued = take();
         if (queued.isEmpty()) {
             return;
         }
