@@ -67,6 +67,7 @@ final class StepGraphs implements AutoCloseable {
     private final List<String> labels = new ArrayList<>();   // per queued op, for a profile
     private final List<Long> opBytes = new ArrayList<>();    // per queued op: weight bytes it reads, or 0
     private StepProfile profile;
+    private long beganNanos;   // when the step's recording began (for a profile)
     private Op stagingCopy;   // the step's staged host arrays, one copy issued ahead of its other ops
     private int stagedBytes;
     private long[] sig = new long[1024];
@@ -91,6 +92,7 @@ final class StepGraphs implements AutoCloseable {
         sigLength = 0;
         stagingCopy = null;
         stagedBytes = 0;
+        beganNanos = System.nanoTime();
     }
 
     /**
@@ -166,6 +168,7 @@ final class StepGraphs implements AutoCloseable {
             return;
         }
         if (profile != null) {
+            profile.recorded(System.nanoTime() - beganNanos);
             profile.step(stream, queued, labels, opBytes);
             return;
         }

@@ -28,9 +28,10 @@ import jcuda.driver.CUstreamCaptureMode;
 
 /**
  * Where a recorded step's device time goes, op by op. While a profile is on, every recorded step
- * is captured twice: as is, and with an event-record node after each op. Each graph is launched
- * twice and the second launch timed (the step's work runs four times: its results are not those of
- * one step, so profile only a run whose outputs do not matter). The interval between consecutive
+ * is captured twice: as is, and with an event-record node after each op. The plain graph runs
+ * twice back to back (the second timed) and once more on an idle stream, as a replayed step does;
+ * the other runs twice, the second timed (the step's work runs five times: its results are not
+ * those of one step, so profile only a run whose outputs do not matter). The interval between consecutive
  * event nodes is the op's time inside a graph, the node's own launch gap included; the plain graph
  * gives the step's time without the event nodes. Intervals are summed per label (the kernel name,
  * with the product shape for matmuls) over the profiled steps.
@@ -55,6 +56,8 @@ public final class StepProfile {
     private int steps;
     private long ops;
     private double plainMicros;
+    private double idleMicros;
+    private double recordMicros;
     private double eventMicros;
 
     /** Profiles one step's queued ops; runs them (four times) on {@code stream} and waits. */
@@ -75,6 +78,11 @@ public final class StepProfile {
             cuEventRecord(b, stream);
             cuStreamSynchronize(stream);
             plainMicros += elapsedMicros(a, b);
+            cuEventRecord(a, stream);   // one launch on an idle stream, as a replayed step runs
+            cuGraphLaunch(plain, stream);
+            cuEventRecord(b, stream);
+            cuStreamSynchronize(stream);
+            idleMicros += elapsedMicros(a, b);
             cuGraphLaunch(timed, stream);
             cuStreamSynchronize(stream);
             cuGraphLaunch(timed, stream);
@@ -93,6 +101,11 @@ public final class StepProfile {
         }
         steps++;
         ops += queued.size();
+    }
+
+    /** The host time a step took to record (the layers' code and the queueing of its ops). */
+    void recorded(long nanos) {
+        recordMicros += nanos / 1e3;
     }
 
     private CUgraphExec capture(CUstream stream, List<StepGraphs.Op> queued, boolean withEvents) {
@@ -143,9 +156,10 @@ public final class StepProfile {
     public String table() {
         StringBuilder sb = new StringBuilder();
         int n = Math.max(1, steps);
-        sb.append(String.format(Locale.ROOT, "step profile over %d steps: %.1f ops per step; graph %.1f µs per step, "
-                        + "with an event node after each op %.1f µs%n", steps, (double) ops / n, plainMicros / n,
-                eventMicros / n));
+        sb.append(String.format(Locale.ROOT, "step profile over %d steps: %.1f ops per step, recorded on the host in "
+                        + "%.1f µs; graph %.1f µs per step back to back, %.1f µs launched on an idle stream, with an "
+                        + "event node after each op %.1f µs%n", steps, (double) ops / n, recordMicros / n,
+                plainMicros / n, idleMicros / n, eventMicros / n));
         sb.append(String.format(Locale.ROOT, "%-52s %6s %10s %8s %6s %8s%n", "op", "count", "µs/step", "µs/op",
                 "share", "GB/s"));
         for (Entry e : entries()) {
