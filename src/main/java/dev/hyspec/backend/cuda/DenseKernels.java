@@ -118,7 +118,7 @@ final class DenseKernels {
 
     /** Output rows per block of the decode kernels (as {@code DecodeRows} in matmul.cu). */
     private static int decodeRows(int tokens) {
-        return 4;
+        return tokens <= 2 ? 2 : 4;
     }
 
     private void matmul(CudaTensor x, CudaTensor w, CudaTensor bias, CudaTensor out, boolean relu2) {
