@@ -44,48 +44,108 @@ __device__ void embedding(const int* ids, const W* table, float* out, int tokens
 
 // RMSNorm, one block per group of groupSize elements (rows are whole groups):
 // out = x · inv · w', inv = 1 / sqrt(Σx²/groupSize + eps), w' = 1 + w when plusOne.
-// w has wLen elements, indexed by column modulo wLen.
+// w has wLen elements, indexed by column modulo wLen. With a residual y (add_rms_norm) the block
+// first adds it, x ← x + y, and normalises the sum. Each thread owns the same elements in both passes
+// (16-byte vectors where groupSize, wLen and the column offset allow), so it reads back what it wrote.
 template <typename W>
-__device__ void rms_norm(const float* x, const W* w, int wLen, int groupSize, int cols, float eps, int plusOne,
-                         float* out) {
+__device__ void add_rms_norm(float* x, const float* y, const W* w, int wLen, int groupSize, int cols, float eps,
+                             int plusOne, float* out) {
     __shared__ float scratch[32];
-    long base = (long)blockIdx.x * groupSize;
+    const long base = (long)blockIdx.x * groupSize;
+    const int col0 = (int)(base % cols);
+    const bool vec = groupSize % 4 == 0 && wLen % 4 == 0 && col0 % 4 == 0 && ((uintptr_t)x & 15) == 0
+            && ((uintptr_t)out & 15) == 0 && (y == nullptr || ((uintptr_t)y & 15) == 0);
     float ss = 0.f;
-    for (int i = threadIdx.x; i < groupSize; i += blockDim.x) {
-        float v = x[base + i];
-        ss += v * v;
+    if (vec) {
+        for (int i = threadIdx.x * 4; i < groupSize; i += blockDim.x * 4) {
+            float4 v = *reinterpret_cast<const float4*>(x + base + i);
+            if (y != nullptr) {
+                float4 r = *reinterpret_cast<const float4*>(y + base + i);
+                v.x += r.x; v.y += r.y; v.z += r.z; v.w += r.w;
+                *reinterpret_cast<float4*>(x + base + i) = v;
+            }
+            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        }
+    } else {
+        for (int i = threadIdx.x; i < groupSize; i += blockDim.x) {
+            float v = x[base + i];
+            if (y != nullptr) {
+                v += y[base + i];
+                x[base + i] = v;
+            }
+            ss += v * v;
+        }
     }
     ss = block_sum(ss, scratch);
-    float inv = 1.f / sqrtf(ss / groupSize + eps);
-    int col0 = (int)(base % cols);
-    for (int i = threadIdx.x; i < groupSize; i += blockDim.x) {
-        float wi = ld(w, (col0 + i) % wLen);
-        out[base + i] = x[base + i] * inv * (plusOne ? 1.f + wi : wi);
+    const float inv = 1.f / sqrtf(ss / groupSize + eps);
+    if (vec) {
+        for (int i = threadIdx.x * 4; i < groupSize; i += blockDim.x * 4) {
+            float4 v = *reinterpret_cast<const float4*>(x + base + i);
+            const int c = (col0 + i) % wLen;
+            float w0 = ld(w, c), w1 = ld(w, c + 1), w2 = ld(w, c + 2), w3 = ld(w, c + 3);
+            if (plusOne) { w0 += 1.f; w1 += 1.f; w2 += 1.f; w3 += 1.f; }
+            *reinterpret_cast<float4*>(out + base + i) = make_float4(v.x * inv * w0, v.y * inv * w1, v.z * inv * w2,
+                                                                     v.w * inv * w3);
+        }
+    } else {
+        for (int i = threadIdx.x; i < groupSize; i += blockDim.x) {
+            float wi = ld(w, (col0 + i) % wLen);
+            out[base + i] = x[base + i] * inv * (plusOne ? 1.f + wi : wi);
+        }
     }
 }
 
 // Gated RMSNorm per group. gateFirst (Mamba2): u = x·silu(g), out = u·inv(u)·w.
-// Otherwise (Gated DeltaNet): out = x·inv(x)·w·silu(g).
+// Otherwise (Gated DeltaNet): out = x·inv(x)·w·silu(g). 16-byte vectors where the shapes allow, as
+// add_rms_norm; out may be x.
 template <typename W>
 __device__ void gated_rms_norm(const float* x, const float* gate, const W* w, int wLen, int groupSize, int cols,
                                float eps, int gateFirst, float* out) {
     __shared__ float scratch[32];
-    long base = (long)blockIdx.x * groupSize;
+    const long base = (long)blockIdx.x * groupSize;
+    const int col0 = (int)(base % cols);
+    const bool vec = groupSize % 4 == 0 && wLen % 4 == 0 && col0 % 4 == 0 && ((uintptr_t)x & 15) == 0
+            && ((uintptr_t)gate & 15) == 0 && ((uintptr_t)out & 15) == 0;
     float ss = 0.f;
-    for (int i = threadIdx.x; i < groupSize; i += blockDim.x) {
-        float u = gateFirst ? x[base + i] * silu(gate[base + i]) : x[base + i];
-        ss += u * u;
+    if (vec) {
+        for (int i = threadIdx.x * 4; i < groupSize; i += blockDim.x * 4) {
+            float4 v = *reinterpret_cast<const float4*>(x + base + i);
+            if (gateFirst) {
+                float4 g = *reinterpret_cast<const float4*>(gate + base + i);
+                v.x *= silu(g.x); v.y *= silu(g.y); v.z *= silu(g.z); v.w *= silu(g.w);
+            }
+            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        }
+    } else {
+        for (int i = threadIdx.x; i < groupSize; i += blockDim.x) {
+            float u = gateFirst ? x[base + i] * silu(gate[base + i]) : x[base + i];
+            ss += u * u;
+        }
     }
     ss = block_sum(ss, scratch);
-    float inv = 1.f / sqrtf(ss / groupSize + eps);
-    int col0 = (int)(base % cols);
-    for (int i = threadIdx.x; i < groupSize; i += blockDim.x) {
-        float wi = ld(w, (col0 + i) % wLen);
-        if (gateFirst) {
-            float u = x[base + i] * silu(gate[base + i]);
-            out[base + i] = u * inv * wi;
-        } else {
-            out[base + i] = x[base + i] * inv * wi * silu(gate[base + i]);
+    const float inv = 1.f / sqrtf(ss / groupSize + eps);
+    if (vec) {
+        for (int i = threadIdx.x * 4; i < groupSize; i += blockDim.x * 4) {
+            float4 v = *reinterpret_cast<const float4*>(x + base + i);
+            float4 g = *reinterpret_cast<const float4*>(gate + base + i);
+            const int c = (col0 + i) % wLen;
+            float vv[4] = {v.x, v.y, v.z, v.w}, gg[4] = {g.x, g.y, g.z, g.w}, o[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                float wi = ld(w, c + j);
+                o[j] = gateFirst ? vv[j] * silu(gg[j]) * inv * wi : vv[j] * inv * wi * silu(gg[j]);
+            }
+            *reinterpret_cast<float4*>(out + base + i) = make_float4(o[0], o[1], o[2], o[3]);
+        }
+    } else {
+        for (int i = threadIdx.x; i < groupSize; i += blockDim.x) {
+            float wi = ld(w, (col0 + i) % wLen);
+            if (gateFirst) {
+                float u = x[base + i] * silu(gate[base + i]);
+                out[base + i] = u * inv * wi;
+            } else {
+                out[base + i] = x[base + i] * inv * wi * silu(gate[base + i]);
+            }
         }
     }
 }
@@ -97,7 +157,12 @@ __device__ void gated_rms_norm(const float* x, const float* gate, const W* w, in
     }                                                                                                         \
     extern "C" __global__ void dense_rms_norm_##SFX(const float* x, const W* w, int wLen, int groupSize,      \
                                                     int cols, float eps, int plusOne, float* out) {           \
-        rms_norm<W>(x, w, wLen, groupSize, cols, eps, plusOne, out);                                          \
+        add_rms_norm<W>(const_cast<float*>(x), nullptr, w, wLen, groupSize, cols, eps, plusOne, out);         \
+    }                                                                                                         \
+    extern "C" __global__ void dense_add_rms_norm_##SFX(float* x, const float* y, const W* w, int wLen,       \
+                                                        int groupSize, int cols, float eps, int plusOne,      \
+                                                        float* out) {                                         \
+        add_rms_norm<W>(x, y, w, wLen, groupSize, cols, eps, plusOne, out);                                   \
     }                                                                                                         \
     extern "C" __global__ void dense_gated_rms_norm_##SFX(const float* x, const float* gate, const W* w,      \
                                                           int wLen, int groupSize, int cols, float eps,       \

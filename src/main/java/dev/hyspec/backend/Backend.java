@@ -482,6 +482,42 @@ public interface Backend extends AutoCloseable {
         }
     }
 
+    // ---- fused decode-step ops ----
+    //
+    // Each equals the plain ops it names, in that order (the defaults do exactly that); a GPU runs it
+    // as fewer launches, which is what a batch-1 decode step, bound by per-launch costs beside its
+    // weight reads, needs.
+
+    /**
+     * A float32 tensor whose contents are unspecified: for outputs that the next op overwrites
+     * entirely (the default zeroes it, as {@link #zeros}).
+     */
+    default Tensor empty(int... shape) {
+        return zeros(shape);
+    }
+
+    /** {@code x ← x + y}, then {@code out = rmsNorm(x)} ({@link #add}, {@link #rmsNorm}). */
+    default void addRmsNorm(Tensor x, Tensor y, Tensor w, int groupSize, float eps, boolean plusOne, Tensor out) {
+        add(x, y, x);
+        rmsNorm(x, w, groupSize, eps, plusOne, out);
+    }
+
+    /** {@code out = relu(x · wᵀ + bias)²} ({@link #matmul}, {@link #relu2}). */
+    default void matmulRelu2(Tensor x, Tensor w, Tensor bias, Tensor out) {
+        matmul(x, w, bias, out);
+        relu2(out, out);
+    }
+
+    /**
+     * {@code out[i] = x · w[i]ᵀ + bias[i]} for every product i of one input (a layer's input
+     * projections); {@code bias} may be null, or hold nulls.
+     */
+    default void matmuls(Tensor x, Tensor[] w, Tensor[] bias, Tensor[] out) {
+        for (int i = 0; i < w.length; i++) {
+            matmul(x, w[i], bias == null ? null : bias[i], out[i]);
+        }
+    }
+
     // ---- mixture of experts ----
 
     /** {@code dst[i, :] = src[rows[i], :]}. */

@@ -8,6 +8,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.hyspec.backend.Backend;
 import dev.hyspec.backend.Tensor;
 import dev.hyspec.backend.cuda.CudaBackend;
+import dev.hyspec.backend.cuda.StepProfile;
 import dev.hyspec.bench.DecodeRun.Measured;
 import dev.hyspec.bench.DecodeRun.Mode;
 import dev.hyspec.bench.DecodeRun.Workload;
@@ -41,8 +42,12 @@ import java.util.function.Supplier;
  *
  * <pre>
  * args: --out FILE.json [--quick] [--models nemotron-h-8b,qwen3.5-9b] [--batches 1,8,32,64]
- *       [--drafter ngram|oracle]
+ *       [--drafter ngram|oracle] [--profile]
  * </pre>
+ *
+ * {@code --profile} adds, per model, a few batch-1 no-spec steps profiled op by op
+ * ({@link StepProfile}): a table of device time per kernel inside the step's graph, with the GEMVs'
+ * achieved weight bandwidth.
  *
  * {@code --drafter oracle} proposes each request's greedy continuation, taken from the no-spec run
  * of the same prompts ({@link DecodeRun}): random weights do not continue a repeated phrase, so
@@ -61,6 +66,8 @@ public final class DecodeBench {
     static final List<Mode> MODES = List.of(Mode.NO_SPEC, Mode.spec(ReplayStrategy.ID, NUM_DRAFTS),
             Mode.spec(IntermediateCopyStrategy.ID, NUM_DRAFTS));
     private static final long SEED = 20_250_707L;
+    /** The requests of a profile: a few decode steps after a short prefill. */
+    private static final Workload PROFILE_WORKLOAD = new Workload(32, 8, 6);
     private static final ObjectMapper JSON = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
 
     /** Where the spec modes' drafts come from. */
@@ -97,6 +104,7 @@ public final class DecodeBench {
         List<String> models = MODELS;
         List<Integer> batches = List.of(1, 8, 32, 64);
         DraftSource drafter = DraftSource.NGRAM;
+        boolean profile = false;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
                 case "--out" -> out = Path.of(args[++i]);
@@ -104,6 +112,7 @@ public final class DecodeBench {
                 case "--models" -> models = List.of(args[++i].split(","));
                 case "--batches" -> batches = Arrays.stream(args[++i].split(",")).map(Integer::valueOf).toList();
                 case "--drafter" -> drafter = DraftSource.valueOf(args[++i].toUpperCase(Locale.ROOT));
+                case "--profile" -> profile = true;
                 default -> usage("unknown argument " + args[i]);
             }
         }
@@ -119,7 +128,8 @@ public final class DecodeBench {
         }
         Path target = out;
         Files.createDirectories(target.toAbsolutePath().getParent());
-        Report report = run(() -> new CudaBackend(CudaBackend.Precision.BF16), specs, batches, settings, drafter, r -> {
+        Report report = run(() -> new CudaBackend(CudaBackend.Precision.BF16), specs, batches, settings, drafter,
+                profile, r -> {
             try {
                 Files.writeString(target, toJson(r));
             } catch (IOException e) {
@@ -132,7 +142,7 @@ public final class DecodeBench {
 
     private static void usage(String why) {
         System.err.println(why + "\nusage: DecodeBench --out FILE.json [--quick] [--models " + String.join(",", MODELS)
-                + "] [--batches 1,8,32,64] [--drafter ngram|oracle]");
+                + "] [--batches 1,8,32,64] [--drafter ngram|oracle] [--profile]");
         System.exit(2);
     }
 
@@ -153,7 +163,7 @@ public final class DecodeBench {
      * is closed before the next model is built. {@code progress} gets the report after every result.
      */
     static Report run(Supplier<Backend> backends, List<ModelSpec> models, List<Integer> batches, Settings s,
-                      DraftSource drafter, Consumer<Report> progress) {
+                      DraftSource drafter, boolean profile, Consumer<Report> progress) {
         Map<String, Object> machine = new LinkedHashMap<>();
         machine.put("drafter", drafter.name().toLowerCase(Locale.ROOT));
         machine.put("java", System.getProperty("java.version"));
@@ -209,6 +219,16 @@ public final class DecodeBench {
                                     mode.name(), e);
                         }
                     }
+                }
+                if (profile && backend instanceof CudaBackend cuda) {
+                    StepProfile p = cuda.startProfile();
+                    try {
+                        DecodeRun.run(model, 1, Mode.NO_SPEC, PROFILE_WORKLOAD, SEED, null);
+                    } finally {
+                        cuda.stopProfile(p);
+                    }
+                    System.out.printf(Locale.ROOT, "%s batch 1 no-spec, floor %.3f ms%n%s", spec.name(), floorMs,
+                            p.table());
                 }
             }
         }

@@ -175,35 +175,56 @@ public final class HybridModel {
     private Tensor run(ForwardBatch batch, StateStore store, int[] logitTokens) {
         int count = batch.totalTokens();
         int hidden = config.hiddenSize();
+        float eps = config.normEps();
+        boolean plusOne = config.normPlusOne();
         // embedding: x [N, D]
-        Tensor x = backend.zeros(count, hidden);
+        Tensor x = backend.empty(count, hidden);
         backend.embedding(batch.tokens(), embedding, x);
-        Tensor normed = backend.zeros(count, hidden);
+        Tensor normed = backend.empty(count, hidden);
+        // pre-norm, mixer, residual: each block's output is added to x together with the next norm
+        Tensor y = null;   // the last block's output, not yet added to x
         for (Block b : config.blocks()) {
-            // pre-norm, mixer, residual
-            backend.rmsNorm(x, norms.get(b.index()), hidden, config.normEps(), config.normPlusOne(), normed);
-            Tensor y = mixers.get(b.index()).forward(normed, batch, store);
-            backend.add(x, y, x);
-            backend.free(y);
+            Tensor w = norms.get(b.index());
+            if (y == null) {
+                backend.rmsNorm(x, w, hidden, eps, plusOne, normed);
+            } else {
+                backend.addRmsNorm(x, y, w, hidden, eps, plusOne, normed);
+                backend.free(y);
+            }
+            y = mixers.get(b.index()).forward(normed, batch, store);
         }
         backend.free(normed);
         // final norm and LM head over the rows that need logits
         int logitRows = logitTokens == null ? count : logitTokens.length;
-        Tensor logits = backend.zeros(logitRows, config.vocabSize());
-        if (logitRows > 0) {
+        Tensor logits = backend.empty(logitRows, config.vocabSize());
+        if (logitRows == 0) {
+            for (Tensor t : y == null ? new Tensor[] {x} : new Tensor[] {y, x}) {
+                backend.free(t);
+            }
+            return logits;
+        }
+        Tensor lastNormed = backend.empty(logitRows, hidden);
+        if (logitRows == count && y != null) {
+            backend.addRmsNorm(x, y, finalNorm, hidden, eps, plusOne, lastNormed);
+        } else {
+            if (y != null) {
+                backend.add(x, y, x);
+            }
             Tensor last = x;
             if (logitRows != count) {
-                last = backend.zeros(logitRows, hidden);
+                last = backend.empty(logitRows, hidden);
                 backend.gatherRows(x, logitTokens, last);
             }
-            Tensor lastNormed = backend.zeros(logitRows, hidden);
-            backend.rmsNorm(last, finalNorm, hidden, config.normEps(), config.normPlusOne(), lastNormed);
-            backend.matmul(lastNormed, lmHead, null, logits);
-            backend.free(lastNormed);
+            backend.rmsNorm(last, finalNorm, hidden, eps, plusOne, lastNormed);
             if (last != x) {
                 backend.free(last);
             }
         }
+        if (y != null) {
+            backend.free(y);
+        }
+        backend.matmul(lastNormed, lmHead, null, logits);
+        backend.free(lastNormed);
         backend.free(x);
         return logits;
     }

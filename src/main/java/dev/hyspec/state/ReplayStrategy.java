@@ -89,7 +89,7 @@ public class ReplayStrategy implements RollbackStrategy {
         // 3. this step's pre-conv inputs into the other buffers
         backend.scatterRowBlocks(rows.raw(), tokensPerRow, nextRaw);
         // 1 + 2. replay S_old → S(L) (written back), outputs from S(L), history into the other buffers
-        Tensor conv = backend.zeros(rows.tokens(), ops.shape().convDim());
+        Tensor conv = backend.empty(rows.tokens(), ops.shape().convDim());
         ops.convolveBatch(rows.raw(), windows, tokensPerRow, conv);
         ops.replayVerifyBatch(states, layout, previous, counts, conv, rows, next, tokensPerRow, y);
         backend.free(conv);

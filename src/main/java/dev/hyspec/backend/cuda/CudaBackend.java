@@ -546,6 +546,38 @@ public final class CudaBackend implements Backend {
                 t(d), dims, f32s(next), tokensPerRow, f32(y));
     }
 
+    // ---- fused decode-step ops ----
+
+    @Override
+    public Tensor empty(int... shape) {
+        rt.enter();
+        return alloc(DType.F32, shape);
+    }
+
+    @Override
+    public void addRmsNorm(Tensor x, Tensor y, Tensor w, int groupSize, float eps, boolean plusOne, Tensor out) {
+        rt.enter();
+        dense.addRmsNorm(f32(x), f32(y), t(w), groupSize, eps, plusOne, f32(out));
+    }
+
+    @Override
+    public void matmulRelu2(Tensor x, Tensor w, Tensor bias, Tensor out) {
+        rt.enter();
+        dense.matmulRelu2(f32(x), t(w), bias == null ? null : t(bias), f32(out));
+    }
+
+    @Override
+    public void matmuls(Tensor x, Tensor[] w, Tensor[] bias, Tensor[] out) {
+        rt.enter();
+        CudaTensor[] ws = new CudaTensor[w.length];
+        CudaTensor[] bs = new CudaTensor[w.length];
+        for (int i = 0; i < w.length; i++) {
+            ws[i] = t(w[i]);
+            bs[i] = bias == null || bias[i] == null ? null : t(bias[i]);
+        }
+        dense.matmuls(f32(x), ws, bs, f32s(out));
+    }
+
     // ---- mixture of experts ----
 
     @Override
@@ -647,6 +679,25 @@ public final class CudaBackend implements Backend {
     /** A timer of device time on the backend's stream (a pair of CUDA events), for benchmarks. */
     public EventTimer timer() {
         return new EventTimer(rt);
+    }
+
+    /**
+     * Profiles every recorded step (decode and verify steps) from now until {@link #stopProfile()}:
+     * each runs four times with its ops timed by event nodes ({@link StepProfile}), so outputs of the
+     * profiled steps are not meaningful.
+     */
+    public StepProfile startProfile() {
+        rt.enter();
+        StepProfile profile = new StepProfile();
+        rt.startProfile(profile);
+        return profile;
+    }
+
+    /** Ends the profile that {@link #startProfile()} began. */
+    public void stopProfile(StepProfile profile) {
+        rt.enter();
+        rt.stopProfile();
+        profile.close();
     }
 
     /** The CUDA version the driver supports, as {@code "12.4"}. */

@@ -79,6 +79,8 @@ public final class CudaRuntime implements AutoCloseable {
     private final CUdeviceptr stagingDevice;
     private int stagingAt;
     private final StepGraphs graphs;
+    private String nextLabel;   // labelNext: the next launch's profile label and weight bytes
+    private long nextBytes;
     private boolean closed;
 
     /** Opens device {@code ordinal}; throws {@link IllegalStateException} saying why when it cannot. */
@@ -232,6 +234,10 @@ public final class CudaRuntime implements AutoCloseable {
      * become device pointers, {@link Integer}, {@link Float}, {@link Long} their C types.
      */
     void launch(String kernel, int gridX, int gridY, int gridZ, int blockX, int sharedBytes, Object... args) {
+        String label = nextLabel == null ? kernel : kernel + " " + nextLabel;
+        long labelBytes = nextBytes;
+        nextLabel = null;
+        nextBytes = 0;
         Pointer[] params = new Pointer[args.length];
         long[] signature = graphs.recording() ? new long[7 + args.length] : null;
         for (int i = 0; i < args.length; i++) {
@@ -272,11 +278,37 @@ public final class CudaRuntime implements AutoCloseable {
             signature[4] = gridZ;
             signature[5] = blockX;
             signature[6] = sharedBytes;
-            graphs.add(s -> cuLaunchKernel(f, gridX, gridY, gridZ, blockX, 1, 1, sharedBytes, s, kernelParams, null),
+            graphs.add(label, labelBytes,
+                    s -> cuLaunchKernel(f, gridX, gridY, gridZ, blockX, 1, 1, sharedBytes, s, kernelParams, null),
                     signature);
             return;
         }
         cuLaunchKernel(f, gridX, gridY, gridZ, blockX, 1, 1, sharedBytes, stream, kernelParams, null);
+    }
+
+    /**
+     * Names the next launch in a step profile ({@link StepProfile}): {@code label} follows the kernel's
+     * name, {@code bytes} are the weight bytes it streams.
+     */
+    void labelNext(String label, long bytes) {
+        nextLabel = label;
+        nextBytes = bytes;
+    }
+
+    /** Profiles every recorded step until {@link #stopProfile()} (see {@link StepProfile}). */
+    void startProfile(StepProfile profile) {
+        graphs.abandon();
+        graphs.profile(profile);
+    }
+
+    void stopProfile() {
+        graphs.abandon();
+        graphs.profile(null);
+    }
+
+    /** Whether a step profile is on (launches worth a label then call {@link #labelNext}). */
+    boolean profiling() {
+        return graphs.profiling();
     }
 
     /** {@code bytes} from {@code src} to {@code dst}, in stream order. */
@@ -285,7 +317,8 @@ public final class CudaRuntime implements AutoCloseable {
             return;
         }
         if (graphs.recording()) {
-            graphs.add(s -> cuMemcpyDtoDAsync(dst, src, bytes, s), 2, StepGraphs.address(dst),
+            graphs.add("memcpy device-to-device", 0, s -> cuMemcpyDtoDAsync(dst, src, bytes, s), 2,
+                    StepGraphs.address(dst),
                     StepGraphs.address(src), bytes);
             return;
         }
@@ -298,7 +331,8 @@ public final class CudaRuntime implements AutoCloseable {
             return;
         }
         if (graphs.recording()) {
-            graphs.add(s -> cuMemsetD32Async(dst, 0, words, s), 3, StepGraphs.address(dst), words);
+            graphs.add("memset (zeros)", 0, s -> cuMemsetD32Async(dst, 0, words, s), 3, StepGraphs.address(dst),
+                    words);
             return;
         }
         cuMemsetD32Async(dst, 0, words, stream);
@@ -346,7 +380,8 @@ public final class CudaRuntime implements AutoCloseable {
         Pointer src = stagingHost.withByteOffset(at);
         stagingAt = at + bytes;
         if (graphs.recording()) {
-            graphs.add(s -> cuMemcpyHtoDAsync(dst, src, bytes, s), 4, at, bytes);
+            int end = stagingAt;   // a recorded step stages from offset 0 (beginGraph)
+            graphs.staged(end, s -> cuMemcpyHtoDAsync(stagingDevice, stagingHost, end, s));
         } else {
             cuMemcpyHtoDAsync(dst, src, bytes, stream);
         }

@@ -1,6 +1,7 @@
 package dev.hyspec.backend.cuda;
 
 import dev.hyspec.checkpoint.DType;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import jcuda.driver.CUdeviceptr;
@@ -61,6 +62,66 @@ final class DenseKernels {
      * {@link CudaBackend.Precision#BF16} with bf16 weights and {@code in % 8 == 0}, else in float32.
      */
     void matmul(CudaTensor x, CudaTensor w, CudaTensor bias, CudaTensor out) {
+        matmul(x, w, bias, out, false);
+    }
+
+    /** {@code out = relu(x · wᵀ + bias)²}: fused into the decode kernel's output, else a second launch. */
+    void matmulRelu2(CudaTensor x, CudaTensor w, CudaTensor bias, CudaTensor out) {
+        if (x.rows() <= DECODE_MAX_TOKENS) {
+            matmul(x, w, bias, out, true);
+        } else {
+            matmul(x, w, bias, out, false);
+            relu2(out, out);
+        }
+    }
+
+    /**
+     * {@code out[i] = x · w[i]ᵀ} for products of one input: decode-shaped products without bias of one
+     * weight dtype run three to a launch; any other product runs on its own.
+     */
+    void matmuls(CudaTensor x, CudaTensor[] w, CudaTensor[] bias, CudaTensor[] out) {
+        int tokens = x.rows();
+        int in = x.cols();
+        List<Integer> fused = new ArrayList<>();
+        for (int i = 0; i < w.length; i++) {
+            boolean alone = tokens == 0 || tokens > DECODE_MAX_TOKENS || (bias != null && bias[i] != null)
+                    || w[i].dtype() != w[0].dtype() || w[i].cols() != in || out[i].rows() != tokens
+                    || out[i].cols() != w[i].rows() || w[i].rows() == 0;
+            if (alone) {
+                matmul(x, w[i], bias == null ? null : bias[i], out[i]);
+            } else {
+                fused.add(i);
+            }
+        }
+        int rows = decodeRows(tokens);
+        for (int f = 0; f < fused.size(); f += 3) {
+            CudaTensor[] ws = new CudaTensor[3];
+            CudaTensor[] os = new CudaTensor[3];
+            int[] dims = new int[3];
+            int blocks = 0;
+            long bytes = 0;
+            for (int j = 0; j < 3; j++) {
+                int i = f + j < fused.size() ? fused.get(f + j) : fused.get(f);
+                ws[j] = w[i];
+                os[j] = out[i];
+                dims[j] = f + j < fused.size() ? w[i].rows() : 0;
+                blocks += blocks(dims[j], rows);
+                bytes += dims[j] == 0 ? 0 : w[i].numel() * w[i].dtype().bytes();
+            }
+            if (rt.profiling()) {
+                rt.labelNext("[" + dims[0] + " + " + dims[1] + " + " + dims[2] + " x " + in + "]", bytes);
+            }
+            rt.launch("matmul_decode3_t" + tokens + "_" + suffix(w[0].dtype()), blocks, 1, 1, 128, 0, x, ws[0], os[0],
+                    dims[0], ws[1], os[1], dims[1], ws[2], os[2], dims[2], in);
+        }
+    }
+
+    /** Output rows per block of the decode kernels (as {@code DecodeRows} in matmul.cu). */
+    private static int decodeRows(int tokens) {
+        return tokens <= 2 ? 2 : 4;
+    }
+
+    private void matmul(CudaTensor x, CudaTensor w, CudaTensor bias, CudaTensor out, boolean relu2) {
         int tokens = x.rows();
         int in = x.cols();
         int outDim = w.rows();
@@ -78,10 +139,12 @@ final class DenseKernels {
             case F16 -> 3;
         };
         String sfx = suffix(w.dtype());
+        if (rt.profiling()) {
+            rt.labelNext("[" + outDim + " x " + in + "]", w.numel() * w.dtype().bytes());
+        }
         if (tokens <= DECODE_MAX_TOKENS) {
-            int rows = tokens <= 2 ? 2 : 4;   // output rows per block, as in matmul_decode
-            rt.launch("matmul_decode_t" + tokens + "_" + sfx, blocks(outDim, rows), 1, 1, 128, 0, x, w, b, biasType,
-                    out, in, outDim);
+            rt.launch("matmul_decode_t" + tokens + "_" + sfx, blocks(outDim, decodeRows(tokens)), 1, 1, 128, 0, x, w,
+                    b, biasType, out, in, outDim, relu2 ? 1 : 0);
         } else if (precision == CudaBackend.Precision.BF16 && w.dtype() == DType.BF16 && in % 8 == 0) {
             tensorCoreGemm(x, w, b, biasType, out, tokens, in, outDim);
         } else {
@@ -263,6 +326,15 @@ final class DenseKernels {
         long groups = groups(x, w, groupSize, out);
         rt.launch("dense_rms_norm_" + suffix(w.dtype()), Math.toIntExact(groups), 1, 1, normBlock(groupSize), 0, x, w,
                 (int) w.numel(), groupSize, x.cols(), eps, plusOne ? 1 : 0, out);
+    }
+
+    /** {@code x ← x + y; out = rmsNorm(x)} in one launch. */
+    void addRmsNorm(CudaTensor x, CudaTensor y, CudaTensor w, int groupSize, float eps, boolean plusOne,
+                    CudaTensor out) {
+        sameSize(x, y);
+        long groups = groups(x, w, groupSize, out);
+        rt.launch("dense_add_rms_norm_" + suffix(w.dtype()), Math.toIntExact(groups), 1, 1, normBlock(groupSize), 0, x,
+                y, w, (int) w.numel(), groupSize, x.cols(), eps, plusOne ? 1 : 0, out);
     }
 
     void gatedRmsNorm(CudaTensor x, CudaTensor gate, CudaTensor w, int groupSize, float eps, boolean gateFirst,
@@ -457,8 +529,14 @@ final class DenseKernels {
         return n / groupSize;
     }
 
-    /** Threads per norm block: one per element of the group up to 256, whole warps. */
+    /**
+     * Threads per norm block, whole warps: one per 16-byte vector of the group up to 1024 where the
+     * group splits into vectors (as the kernels' vector path), else one per element up to 256.
+     */
     private static int normBlock(int groupSize) {
+        if (groupSize % 4 == 0) {
+            return Math.min(1024, (groupSize / 4 + 31) / 32 * 32);
+        }
         return Math.min(256, (groupSize + 31) / 32 * 32);
     }
 

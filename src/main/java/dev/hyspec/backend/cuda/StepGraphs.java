@@ -64,6 +64,12 @@ final class StepGraphs implements AutoCloseable {
     private final Map<Key, CUgraphExec> graphs = new LinkedHashMap<>(16, 0.75f, true);
     private final Map<Key, Boolean> seen = new HashMap<>();
     private List<Op> ops;
+    private final List<String> labels = new ArrayList<>();   // per queued op, for a profile
+    private final List<Long> opBytes = new ArrayList<>();    // per queued op: weight bytes it reads, or 0
+    private StepProfile profile;
+    private long beganNanos;   // when the step's recording began (for a profile)
+    private Op stagingCopy;   // the step's staged host arrays, one copy issued ahead of its other ops
+    private int stagedBytes;
     private long[] sig = new long[1024];
     private int sigLength;
     private long captured;
@@ -81,12 +87,57 @@ final class StepGraphs implements AutoCloseable {
 
     void begin() {
         ops = new ArrayList<>();
+        labels.clear();
+        opBytes.clear();
         sigLength = 0;
+        stagingCopy = null;
+        stagedBytes = 0;
+        beganNanos = System.nanoTime();
     }
 
-    /** Queues an op; {@code signature} are the values that identify it (addresses, shapes, scalars). */
-    void add(Op op, long... signature) {
-        ops.add(op);
+    /**
+     * The step's staged host arrays now fill the first {@code bytes} of the staging area; {@code copy}
+     * copies them to the device. One copy ahead of the step's other ops replaces a copy per array
+     * (every staged array is written on the host before the step's work is issued).
+     */
+    void staged(int bytes, Op copy) {
+        stagedBytes = bytes;
+        stagingCopy = copy;
+    }
+
+    /** Stops recording and returns the queued ops, the staging copy first. */
+    private List<Op> take() {
+        List<Op> queued = ops;
+        ops = null;
+        if (stagingCopy != null) {
+            queued.add(0, stagingCopy);
+            labels.add(0, "memcpy staged host-to-device");
+            opBytes.add(0, 0L);
+            add(null, 0, null, 4, 0, stagedBytes);   // into the signature (ops is null: nothing is queued)
+            stagingCopy = null;
+        }
+        return queued;
+    }
+
+    /** While set, every recorded step is profiled ({@link StepProfile}) instead of replayed or captured. */
+    void profile(StepProfile profile) {
+        this.profile = profile;
+    }
+
+    boolean profiling() {
+        return profile != null;
+    }
+
+    /**
+     * Queues an op; {@code signature} are the values that identify it (addresses, shapes, scalars).
+     * {@code label} and {@code bytes} (weight bytes it streams, 0 if none) name it in a profile.
+     */
+    void add(String label, long bytes, Op op, long... signature) {
+        if (ops != null) {
+            ops.add(op);
+            labels.add(label);
+            opBytes.add(bytes);
+        }
         if (sigLength + signature.length + 1 > sig.length) {
             sig = Arrays.copyOf(sig, Math.max(sig.length * 2, sigLength + signature.length + 1));
         }
@@ -100,8 +151,7 @@ final class StepGraphs implements AutoCloseable {
         if (ops == null) {
             return;
         }
-        List<Op> queued = ops;
-        ops = null;
+        List<Op> queued = take();
         abandoned++;
         for (Op op : queued) {
             op.issue(stream);
@@ -113,9 +163,13 @@ final class StepGraphs implements AutoCloseable {
         if (ops == null) {
             return;
         }
-        List<Op> queued = ops;
-        ops = null;
+        List<Op> queued = take();
         if (queued.isEmpty()) {
+            return;
+        }
+        if (profile != null) {
+            profile.recorded(System.nanoTime() - beganNanos);
+            profile.step(stream, queued, labels, opBytes);
             return;
         }
         Key key = new Key(Arrays.copyOf(sig, sigLength));

@@ -93,12 +93,11 @@ public final class Attention implements Mixer {
         int dh = spec.headDim();
         int qWidth = spec.numHeads() * dh;
         // q [N, H·D], k, v [N, Hkv·D]
-        Tensor q = backend.zeros(tokens, qWidth);
-        Tensor k = backend.zeros(tokens, kvWidth());
-        Tensor v = backend.zeros(tokens, kvWidth());
-        backend.matmul(x, qProj, qBias, q);
-        backend.matmul(x, kProj, kBias, k);
-        backend.matmul(x, vProj, vBias, v);
+        Tensor q = backend.empty(tokens, qWidth);
+        Tensor k = backend.empty(tokens, kvWidth());
+        Tensor v = backend.empty(tokens, kvWidth());
+        backend.matmuls(x, new Tensor[] {qProj, kProj, vProj}, new Tensor[] {qBias, kBias, vBias},
+                new Tensor[] {q, k, v});
         // per-head q/k norm, then RoPE at every token row's own position
         if (spec.qkNorm()) {
             backend.rmsNorm(q, qNorm, dh, eps, normPlusOne, q);
@@ -120,12 +119,12 @@ public final class Attention implements Mixer {
             writeAndAttendRows(q, k, v, o, batch, kv);
         }
         if (gateProj != null) {
-            Tensor gate = backend.zeros(tokens, qWidth);
+            Tensor gate = backend.empty(tokens, qWidth);
             backend.matmul(x, gateProj, gateBias, gate);
             backend.sigmoidGate(o, gate, o);
             backend.free(gate);
         }
-        Tensor out = backend.zeros(tokens, oProj.rows());
+        Tensor out = backend.empty(tokens, oProj.rows());
         backend.matmul(o, oProj, oBias, out);
         for (Tensor t : new Tensor[] {q, k, v, o}) {
             backend.free(t);

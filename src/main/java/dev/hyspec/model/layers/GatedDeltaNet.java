@@ -112,14 +112,11 @@ public final class GatedDeltaNet extends RecurrentMixer {
     protected Projections project(Tensor x) {
         int tokens = x.rows();
         int hv = spec.numValueHeads();
-        Tensor qkv = backend.zeros(tokens, spec.convDim());
-        Tensor z = backend.zeros(tokens, spec.valueDim());
-        Tensor b = backend.zeros(tokens, hv);
-        Tensor a = backend.zeros(tokens, hv);
-        backend.matmul(x, qkvProj, null, qkv);
-        backend.matmul(x, zProj, null, z);
-        backend.matmul(x, bProj, null, b);
-        backend.matmul(x, aProj, null, a);
+        Tensor qkv = backend.empty(tokens, spec.convDim());
+        Tensor z = backend.empty(tokens, spec.valueDim());
+        Tensor b = backend.empty(tokens, hv);
+        Tensor a = backend.empty(tokens, hv);
+        backend.matmuls(x, new Tensor[] {qkvProj, zProj, bProj, aProj}, null, new Tensor[] {qkv, z, b, a});
         return new Projections(qkv, a, b, z);
     }
 
@@ -132,7 +129,7 @@ public final class GatedDeltaNet extends RecurrentMixer {
     protected Tensor finish(Tensor o, Projections p) {
         // gated RMSNorm per value head: norm(o) · w · silu(z), then out_proj
         backend.gatedRmsNorm(o, p.gate(), normWeight, spec.valueHeadDim(), eps, false, o);
-        Tensor out = backend.zeros(o.rows(), outProj.rows());
+        Tensor out = backend.empty(o.rows(), outProj.rows());
         backend.matmul(o, outProj, null, out);
         return out;
     }

@@ -72,12 +72,11 @@ public final class Mamba2Mixer extends RecurrentMixer {
     @Override
     protected Projections project(Tensor x) {
         int tokens = x.rows();
-        Tensor z = backend.zeros(tokens, spec.innerSize());
-        Tensor xBC = backend.zeros(tokens, spec.convDim());
-        Tensor dt = backend.zeros(tokens, spec.numHeads());
-        backend.matmul(x, zProj, zBias, z);
-        backend.matmul(x, xBCProj, xBCBias, xBC);
-        backend.matmul(x, dtProj, dtProjBias, dt);
+        Tensor z = backend.empty(tokens, spec.innerSize());
+        Tensor xBC = backend.empty(tokens, spec.convDim());
+        Tensor dt = backend.empty(tokens, spec.numHeads());
+        backend.matmuls(x, new Tensor[] {zProj, xBCProj, dtProj}, new Tensor[] {zBias, xBCBias, dtProjBias},
+                new Tensor[] {z, xBC, dt});
         return new Projections(xBC, dt, null, z);
     }
 
@@ -90,7 +89,7 @@ public final class Mamba2Mixer extends RecurrentMixer {
     protected Tensor finish(Tensor y, Projections p) {
         // gated RMSNorm: norm(y ⊙ silu(z)), then out_proj
         backend.gatedRmsNorm(y, p.gate(), normWeight, spec.normGroupSize(), eps, true, y);
-        Tensor out = backend.zeros(y.rows(), outProj.rows());
+        Tensor out = backend.empty(y.rows(), outProj.rows());
         backend.matmul(y, outProj, null, out);
         return out;
     }

@@ -50,17 +50,16 @@ public final class Mlp implements Mixer {
     @Override
     public Tensor forward(Tensor x, ForwardBatch batch, StateStore store) {
         int tokens = x.rows();
-        Tensor h = backend.zeros(tokens, upProj.rows());       // [T, I]
-        backend.matmul(x, upProj, upBias, h);
+        Tensor h = backend.empty(tokens, upProj.rows());       // [T, I]
         if (activation == Activation.SILU) {
-            Tensor g = backend.zeros(tokens, gateProj.rows());  // [T, I]
-            backend.matmul(x, gateProj, null, g);
+            Tensor g = backend.empty(tokens, gateProj.rows());  // [T, I]
+            backend.matmuls(x, new Tensor[] {upProj, gateProj}, new Tensor[] {upBias, null}, new Tensor[] {h, g});
             backend.siluMul(g, h, h);
             backend.free(g);
         } else {
-            backend.relu2(h, h);
+            backend.matmulRelu2(x, upProj, upBias, h);
         }
-        Tensor out = backend.zeros(tokens, downProj.rows());  // [T, D]
+        Tensor out = backend.empty(tokens, downProj.rows());  // [T, D]
         backend.matmul(h, downProj, downBias, out);
         backend.free(h);
         return out;

@@ -50,7 +50,10 @@ abstract class RecurrentMixer implements Mixer, RecurrentOps {
     public final Tensor forward(Tensor x, ForwardBatch batch, StateStore store) {
         MambaStatePool pool = store.pool();
         Projections p = project(x);
-        Tensor y = backend.zeros(x.rows(), outputWidth());
+        // every row writes its outputs, except that rows of several strategies are added into zeros
+        boolean oneStrategy = batch.rows().stream().map(BatchRow::strategy).distinct().count() <= 1;
+        Tensor y = oneStrategy || batch.tokensPerRow() == 0 ? backend.empty(x.rows(), outputWidth())
+                : backend.zeros(x.rows(), outputWidth());
         if (batch.tokensPerRow() > 0) {
             forwardUniform(p, batch, pool, y);
         } else {
