@@ -53,8 +53,10 @@ __device__ __forceinline__ void widen(uint4 v, float* f, const __half*) {
 template <int T> struct DecodeRows { static constexpr int value = T <= 2 ? 2 : 4; };
 
 // One block owns R consecutive output rows from row0; its threads split `in` into 16-byte chunks
-// (V weights) and each accumulates acc[R][T]; then a block reduction. act 1 squares the ReLU of
-// each output (relu², the MLP's activation, fused). Grid: ⌈out / R⌉ blocks.
+// (V weights) and each accumulates acc[R][T]; then a block reduction. act bit 0 squares the ReLU of
+// each output (relu², the MLP's activation, fused); act bit 1 rounds x to bf16 as it is loaded, as the
+// tensor-core GEMM does (DenseKernels sets it under Precision.BF16), so a product gives the same
+// result whichever path its row count picks, up to the order of the float32 sums. Grid: ⌈out / R⌉ blocks.
 template <int T, typename W>
 __device__ void matmul_decode(const float* __restrict__ x, const W* __restrict__ w, const void* bias, int biasType,
                               float* __restrict__ out, int in, int outDim, int act, int row0) {
@@ -68,6 +70,7 @@ __device__ void matmul_decode(const float* __restrict__ x, const W* __restrict__
 #pragma unroll
         for (int t = 0; t < T; t++) acc[r][t] = 0.f;
 
+    const bool roundX = act & 2;
     bool vec = in % V == 0 && ((uintptr_t)x & 15) == 0 && ((uintptr_t)w & 15) == 0;
     if (vec) {
         const int chunks = in / V;
@@ -99,6 +102,10 @@ __device__ void matmul_decode(const float* __restrict__ x, const W* __restrict__
                         float4 f = __ldg(xp + q);
                         xv[4 * q] = f.x; xv[4 * q + 1] = f.y; xv[4 * q + 2] = f.z; xv[4 * q + 3] = f.w;
                     }
+                    if (roundX) {
+#pragma unroll
+                        for (int j = 0; j < V; j++) xv[j] = __bfloat162float(__float2bfloat16_rn(xv[j]));
+                    }
 #pragma unroll
                     for (int r = 0; r < R; r++)
 #pragma unroll
@@ -114,6 +121,7 @@ __device__ void matmul_decode(const float* __restrict__ x, const W* __restrict__
 #pragma unroll
             for (int t = 0; t < T; t++) {
                 float xv = x[(long)t * in + k];
+                if (roundX) xv = __bfloat162float(__float2bfloat16_rn(xv));
 #pragma unroll
                 for (int r = 0; r < R; r++) acc[r][t] = fmaf(xv, wf[r], acc[r][t]);
             }
@@ -136,7 +144,7 @@ __device__ void matmul_decode(const float* __restrict__ x, const W* __restrict__
 #pragma unroll
             for (int q = 0; q < WARPS; q++) s += red[q][threadIdx.x];
             s += bias_at(bias, biasType, row);
-            if (act == 1) {
+            if (act & 1) {
                 s = fmaxf(s, 0.f);
                 s *= s;
             }
@@ -146,19 +154,19 @@ __device__ void matmul_decode(const float* __restrict__ x, const W* __restrict__
 }
 
 // Up to three products of one input x in one launch (a layer's input projections): blocks
-// [0, b0) compute out0 = x·w0ᵀ, the next ⌈d1 / R⌉ blocks out1, the rest out2; no bias.
+// [0, b0) compute out0 = x·w0ᵀ, the next ⌈d1 / R⌉ blocks out1, the rest out2; no bias. act as above.
 template <int T, typename W>
 __device__ void matmul_decode3(const float* x, const W* w0, float* out0, int d0, const W* w1, float* out1, int d1,
-                               const W* w2, float* out2, int d2, int in) {
+                               const W* w2, float* out2, int d2, int in, int act) {
     constexpr int R = DecodeRows<T>::value;
     const int b0 = (d0 + R - 1) / R, b1 = (d1 + R - 1) / R;
     int b = blockIdx.x;
     if (b < b0) {
-        matmul_decode<T, W>(x, w0, nullptr, 0, out0, in, d0, 0, b * R);
+        matmul_decode<T, W>(x, w0, nullptr, 0, out0, in, d0, act, b * R);
     } else if ((b -= b0) < b1) {
-        matmul_decode<T, W>(x, w1, nullptr, 0, out1, in, d1, 0, b * R);
+        matmul_decode<T, W>(x, w1, nullptr, 0, out1, in, d1, act, b * R);
     } else {
-        matmul_decode<T, W>(x, w2, nullptr, 0, out2, in, d2, 0, (b - b1) * R);
+        matmul_decode<T, W>(x, w2, nullptr, 0, out2, in, d2, act, (b - b1) * R);
     }
 }
 
@@ -169,8 +177,8 @@ __device__ void matmul_decode3(const float* x, const W* w0, float* out0, int d0,
     }                                                                                                           \
     extern "C" __global__ void __launch_bounds__(MV_THREADS) matmul_decode3_t##T##_##SFX(                      \
         const float* x, const W* w0, float* out0, int d0, const W* w1, float* out1, int d1, const W* w2,        \
-        float* out2, int d2, int in) {                                                                          \
-        matmul_decode3<T, W>(x, w0, out0, d0, w1, out1, d1, w2, out2, d2, in);                                  \
+        float* out2, int d2, int in, int act) {                                                                 \
+        matmul_decode3<T, W>(x, w0, out0, d0, w1, out1, d1, w2, out2, d2, in, act);                             \
     }
 #define MATMUL_DECODE(SFX, W)   \
     MATMUL_DECODE_T(SFX, W, 1) \

@@ -58,8 +58,9 @@ final class DenseKernels {
 
     /**
      * {@code out = x · wᵀ (+ bias)}. Up to {@value #DECODE_MAX_TOKENS} tokens a bandwidth-bound kernel
-     * reads every weight once; more tokens run as a tiled GEMM: on tensor cores (x rounded to bf16) in
+     * reads every weight once; more tokens run as a tiled GEMM: on tensor cores in
      * {@link CudaBackend.Precision#BF16} with bf16 weights and {@code in % 8 == 0}, else in float32.
+     * Under that condition both paths round x to bf16 ({@link #roundsToBf16}).
      */
     void matmul(CudaTensor x, CudaTensor w, CudaTensor bias, CudaTensor out) {
         matmul(x, w, bias, out, false);
@@ -112,8 +113,17 @@ final class DenseKernels {
                 rt.labelNext("[" + dims[0] + " + " + dims[1] + " + " + dims[2] + " x " + in + "]", bytes);
             }
             rt.launch("matmul_decode3_t" + tokens + "_" + suffix(w[0].dtype()), blocks, 1, 1, 128, 0, x, ws[0], os[0],
-                    dims[0], ws[1], os[1], dims[1], ws[2], os[2], dims[2], in);
+                    dims[0], ws[1], os[1], dims[1], ws[2], os[2], dims[2], in, roundsToBf16(w[0], in) ? 2 : 0);
         }
+    }
+
+    /**
+     * Whether products with {@code w} take x rounded to bf16: the tensor-core GEMM's condition. The
+     * decode kernels round x under the same condition, so a product's numerics do not depend on how
+     * many rows the step has (a verify step of 4 tokens per row gives the tokens a plain decode would).
+     */
+    private boolean roundsToBf16(CudaTensor w, int in) {
+        return precision == CudaBackend.Precision.BF16 && w.dtype() == DType.BF16 && in % 8 == 0;
     }
 
     /** Output rows per block of the decode kernels (as {@code DecodeRows} in matmul.cu). */
@@ -144,8 +154,8 @@ final class DenseKernels {
         }
         if (tokens <= DECODE_MAX_TOKENS) {
             rt.launch("matmul_decode_t" + tokens + "_" + sfx, blocks(outDim, decodeRows(tokens)), 1, 1, 128, 0, x, w,
-                    b, biasType, out, in, outDim, relu2 ? 1 : 0);
-        } else if (precision == CudaBackend.Precision.BF16 && w.dtype() == DType.BF16 && in % 8 == 0) {
+                    b, biasType, out, in, outDim, (relu2 ? 1 : 0) | (roundsToBf16(w, in) ? 2 : 0));
+        } else if (roundsToBf16(w, in)) {
             tensorCoreGemm(x, w, b, biasType, out, tokens, in, outDim);
         } else {
             rt.launch("matmul_simt_" + sfx, blocks(outDim, 64), blocks(tokens, 64), 1, 256, 0, x, w, b, biasType, out,
