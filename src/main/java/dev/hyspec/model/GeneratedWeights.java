@@ -15,7 +15,8 @@ import java.util.Arrays;
  * <p>Ranges keep a deep stack finite and its recurrences stable (after the initialisations of
  * mamba_ssm and HF {@code modeling_nemotron_h.py} / {@code modeling_qwen3_5.py}):
  * <ul>
- *   <li>matrices {@code [out, in]}: uniform in {@code ±1/√in} (fan-in scaling);</li>
+ *   <li>matrices {@code [out, in]}: uniform in {@code ±1/√in} (fan-in scaling), those that write
+ *       into the residual stream further by {@code 1/√blocks} ({@link #branchScale});</li>
  *   <li>RMSNorm weights near 1 ({@code ±0.1}; near 0 where the config stores them zero-centred,
  *       except the recurrent mixers' gated norms, which are applied as stored);</li>
  *   <li>{@code A_log} in {@code [0.1, 2.7]} ({@code A = −exp(A_log)} in {@code [−15, −1.1]});</li>
@@ -36,7 +37,21 @@ final class GeneratedWeights implements WeightSource {
 
     @Override
     public Tensor matrix(String name, int rows, int cols) {
-        return backend.randomWeight(HashUniform.seed(seed, name), 0f, fanIn(cols), rows, cols);
+        return backend.randomWeight(HashUniform.seed(seed, name), 0f, fanIn(cols) * branchScale(name), rows, cols);
+    }
+
+    /**
+     * The projections that write into the residual stream (a mixer's {@code out_proj} / {@code o_proj},
+     * an MLP's {@code down_proj}) are scaled by {@code 1/√blocks}, the depth-scaled initialisation of
+     * deep pre-norm stacks: the stream's variance then stays of the order of the embedding's at any
+     * depth, and a deep random stack is not chaotic — a float32 rounding difference between two
+     * kernels stays a rounding difference at the logits instead of growing until the greedy token
+     * changes (which would make measured draft acceptance depend on kernel summation orders).
+     */
+    private float branchScale(String name) {
+        boolean writesResidual = name.endsWith("out_proj.weight") || name.endsWith("o_proj.weight")
+                || name.endsWith("down_proj.weight");
+        return writesResidual ? (float) (1 / Math.sqrt(config.blocks().size())) : 1f;
     }
 
     /** A row subset gets a stream of its own (the rows asked for, not the rows of a full matrix). */
