@@ -42,7 +42,7 @@ import java.util.function.Supplier;
  *
  * <pre>
  * args: --out FILE.json [--quick] [--models nemotron-h-8b,qwen3.5-9b] [--batches 1,8,32,64]
- *       [--drafter ngram|oracle] [--profile]
+ *       [--drafter ngram|oracle|forced] [--profile]
  * </pre>
  *
  * {@code --profile} adds, per model, a few batch-1 no-spec steps profiled op by op
@@ -51,8 +51,15 @@ import java.util.function.Supplier;
  *
  * {@code --drafter oracle} proposes each request's greedy continuation, taken from the no-spec run
  * of the same prompts ({@link DecodeRun}): random weights do not continue a repeated phrase, so
- * the n-gram drafter finds next to nothing to propose on them; the oracle shows the spec path at
- * full acceptance. The machine object records which drafter ran.
+ * the n-gram drafter finds next to nothing to propose on them. The oracle's drafts are accepted
+ * only as long as the verify step's greedy tokens equal the plain decode's bit for bit; on random
+ * weights, whose top logits lie close together, a float32 summation-order difference between the
+ * verify-shaped and the decode-shaped kernels parts them after a few dozen tokens, and from there
+ * on the oracle proposes a continuation the request no longer has (its acceptance is measured and
+ * reported). {@code --drafter forced} proposes the same drafts and has the engine accept every one
+ * ({@link dev.hyspec.engine.EngineCore#forceDraftAcceptance}): the spec path's cost at full
+ * acceptance, with outputs that are the drafts rather than the model's greedy tokens. The machine
+ * object records which drafter ran.
  *
  * Writes {@code {"machine": {...}, "copyBandwidthGBs": x, "results": [{"model", "batch", "mode",
  * "k", "tokensPerSecond", "stepMs", "acceptanceRate", "weightBytes", "floorMs", "ratio"}, ...]}}
@@ -71,7 +78,7 @@ public final class DecodeBench {
     private static final ObjectMapper JSON = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
 
     /** Where the spec modes' drafts come from. */
-    enum DraftSource { NGRAM, ORACLE }
+    enum DraftSource { NGRAM, ORACLE, FORCED }
 
     /** A model to measure: its name in the results and its config. */
     record ModelSpec(String name, ModelConfig config) {}
@@ -142,7 +149,7 @@ public final class DecodeBench {
 
     private static void usage(String why) {
         System.err.println(why + "\nusage: DecodeBench --out FILE.json [--quick] [--models " + String.join(",", MODELS)
-                + "] [--batches 1,8,32,64] [--drafter ngram|oracle] [--profile]");
+                + "] [--batches 1,8,32,64] [--drafter ngram|oracle|forced] [--profile]");
         System.exit(2);
     }
 
@@ -197,7 +204,8 @@ public final class DecodeBench {
                                 c.liveBytes() / 1e9) : "");
                 int[][] greedy = null;
                 for (Mode mode : MODES) {   // warm-up: the JIT and the first graph captures
-                    int[][] out = DecodeRun.run(model, 2, mode, s.warmup(), SEED, oracle(drafter, greedy)).outputs();
+                    int[][] out = DecodeRun.run(model, 2, mode, s.warmup(), SEED, oracle(drafter, greedy),
+                            drafter == DraftSource.FORCED).outputs();
                     greedy = greedy == null ? out : greedy;
                 }
                 System.out.println(HEADER);
@@ -206,7 +214,7 @@ public final class DecodeBench {
                     for (Mode mode : MODES) {   // no-spec first: its outputs are the oracle's drafts
                         try {
                             Measured m = DecodeRun.run(model, batch, mode, s.workload(), SEED + batch,
-                                    oracle(drafter, greedy));
+                                    oracle(drafter, greedy), drafter == DraftSource.FORCED);
                             greedy = greedy == null ? m.outputs() : greedy;
                             double download = DecodeRun.logitsDownloadMs(backend, batch * (mode.numDrafts() + 1),
                                     spec.config().vocabSize());
@@ -236,7 +244,7 @@ public final class DecodeBench {
     }
 
     private static int[][] oracle(DraftSource drafter, int[][] greedy) {
-        return drafter == DraftSource.ORACLE ? greedy : null;
+        return drafter == DraftSource.NGRAM ? null : greedy;
     }
 
     /**

@@ -73,6 +73,17 @@ final class DecodeRun {
      *                      engine's n-gram drafter
      */
     static Measured run(HybridModel model, int batch, Mode mode, Workload w, long seed, int[][] continuations) {
+        return run(model, batch, mode, w, seed, continuations, false);
+    }
+
+    /**
+     * @param forceAcceptance every draft is accepted whatever the argmax
+     *                        ({@link EngineCore#forceDraftAcceptance}): the spec path's cost at full
+     *                        acceptance, independent of whether verify-shaped kernels reproduce the
+     *                        decode-shaped kernels' greedy tokens bit for bit
+     */
+    static Measured run(HybridModel model, int batch, Mode mode, Workload w, long seed, int[][] continuations,
+                        boolean forceAcceptance) {
         int maxLen = w.promptTokens() + w.maxTokens() + mode.numDrafts() + 1;
         int pagesPerRequest = (maxLen + PAGE_SIZE - 1) / PAGE_SIZE;
         EngineOptions options = new EngineOptions(batch, Math.max(PREFILL_BUDGET, batch * (mode.numDrafts() + 1)),
@@ -83,6 +94,7 @@ final class DecodeRun {
         strategies.put(IntermediateCopyStrategy.ID, new IntermediateCopyStrategy());
         Backend backend = model.backend();
         try (EngineCore core = new EngineCore(model, options, strategies)) {
+            core.forceDraftAcceptance(forceAcceptance);
             long[] commitNanos = new long[1];
             core.setObserver(new EngineObserver() {
                 @Override

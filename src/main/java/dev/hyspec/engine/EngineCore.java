@@ -54,6 +54,7 @@ public final class EngineCore implements AutoCloseable {
     private final PrefixCache cache;
     private final Sampler sampler = new Sampler();
     private final SpeculativeVerifier verifier = new SpeculativeVerifier(sampler);
+    private boolean forceAcceptance;
     private final NgramDrafter ngram;
     private final Deque<RequestState> waiting = new ArrayDeque<>();
     private final List<RequestState> running = new ArrayList<>();
@@ -103,6 +104,17 @@ public final class EngineCore implements AutoCloseable {
     /** The pools (read-only use: tests and metrics). */
     public StateStore store() {
         return store;
+    }
+
+    /**
+     * For benchmarks of the speculative path's cost at full acceptance: every draft of a greedy row
+     * is accepted whatever the target's argmax, and the token after the last draft is the argmax
+     * there (the bonus). Requests then emit their drafts, not their greedy continuation; the state
+     * stays that of the tokens emitted. Requires greedy rows whose argmax is taken on the device.
+     * Never set by the server.
+     */
+    public void forceDraftAcceptance(boolean force) {
+        this.forceAcceptance = force;
     }
 
     /** Receives step and verification events from now on. */
@@ -405,6 +417,13 @@ public final class EngineCore implements AutoCloseable {
     private Verified verify(RequestState r, BatchRow row, float[][] logits, int[] picks, long nanos) {
         long t0 = System.nanoTime();
         int[] drafts = r.drafts;
+        if (forceAcceptance) {
+            if (picks == null) {
+                throw new IllegalStateException("forced draft acceptance needs greedy rows without logprobs");
+            }
+            picks = picks.clone();
+            System.arraycopy(drafts, 0, picks, 0, drafts.length);   // the target "agrees" with every draft
+        }
         Verification v = picks != null ? SpeculativeVerifier.greedy(picks, drafts)
                 : verifier.verify(logits, drafts, r.request.sampling(), r.rng);
         int accepted = v.numOutputTokens();   // a: accepted drafts + the bonus/recovered token

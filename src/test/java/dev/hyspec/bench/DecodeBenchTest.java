@@ -76,6 +76,40 @@ class DecodeBenchTest {
         }
     }
 
+    /**
+     * Forced acceptance: drafts that are not the greedy continuation (each token of it shifted by one)
+     * are all accepted and emitted, so every token that was proposed as a draft is the shifted one;
+     * the others (the first token, from prefill, and each step's bonus) come from the model.
+     */
+    @Test
+    void forcedAcceptanceEmitsEveryDraft() {
+        ModelSpec spec = spec("nemotron_h");
+        HybridModel model = HybridModel.generate(spec.config(), new CpuBackend(), 5);
+        Workload w = new Workload(20, 5, 13);
+        Measured plain = DecodeRun.run(model, 2, DecodeRun.Mode.NO_SPEC, w, 11, null);
+        int vocab = spec.config().vocabSize();
+        int[][] shifted = new int[plain.outputs().length][];
+        for (int r = 0; r < shifted.length; r++) {
+            shifted[r] = plain.outputs()[r].clone();
+            for (int i = 0; i < shifted[r].length; i++) {
+                shifted[r][i] = 3 + (shifted[r][i] - 3 + 1) % (vocab - 3);
+            }
+        }
+        for (String strategy : List.of(ReplayStrategy.ID, IntermediateCopyStrategy.ID)) {
+            Measured forced = DecodeRun.run(model, 2, DecodeRun.Mode.spec(strategy, 3), w, 11, shifted, true);
+            assertEquals(1.0, forced.acceptanceRate(), strategy);
+            for (int r = 0; r < shifted.length; r++) {
+                int[] out = forced.outputs()[r];
+                // position 0 comes from prefill; then each step emits 3 drafts and a bonus token
+                for (int i = 1; i < out.length; i++) {
+                    if (i % 4 != 0) {
+                        assertEquals(shifted[r][i], out[i], strategy + " request " + r + " position " + i);
+                    }
+                }
+            }
+        }
+    }
+
     @Test
     void benchShapesAreNemotronH8bAndQwen35With9bShapes() {
         ModelConfig n = DecodeBench.config("nemotron-h-8b");

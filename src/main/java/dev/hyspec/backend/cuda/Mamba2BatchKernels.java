@@ -236,7 +236,7 @@ final class Mamba2BatchKernels {
         boolean vk = layout == StateLayout.VK;
         int n = dims.stateSize();
         boolean v4 = vec4(dims, xBC, states, previous, next);
-        if (vk && v4 && n == VK128_N && tokensPerRow >= 2) {
+        if (vk && v4 && n == VK128_N && tokensPerRow >= 2 && !Boolean.getBoolean(GENERIC_VERIFY_PROPERTY)) {
             replayVerifyVk128(states, previous, counts, xBC, dtRaw, dtBias, aLog, d, dims, next, tokensPerRow, y, rows);
             return;
         }
@@ -259,6 +259,9 @@ final class Mamba2BatchKernels {
                     dims.dtMin(), dims.dtMax(), m.ptile(), m.lanes());
         }
     }
+
+    /** Set to {@code true}, every T runs the generic replay-verify kernel (for comparisons). */
+    static final String GENERIC_VERIFY_PROPERTY = "hyspec.mamba2.generic-verify";
 
     /** The state size the VK kernel with a 4 x 4 block per thread and T fixed at compile time takes. */
     private static final int VK128_N = 128;
