@@ -81,6 +81,7 @@ public final class CudaRuntime implements AutoCloseable {
     private final StepGraphs graphs;
     private String nextLabel;   // labelNext: the next launch's profile label and weight bytes
     private long nextBytes;
+    private HostProfile hostProfile;   // null unless a host profile is on
     private boolean closed;
 
     /** Opens device {@code ordinal}; throws {@link IllegalStateException} saying why when it cannot. */
@@ -234,6 +235,17 @@ public final class CudaRuntime implements AutoCloseable {
      * become device pointers, {@link Integer}, {@link Float}, {@link Long} their C types.
      */
     void launch(String kernel, int gridX, int gridY, int gridZ, int blockX, int sharedBytes, Object... args) {
+        if (hostProfile == null) {
+            launchOrQueue(kernel, gridX, gridY, gridZ, blockX, sharedBytes, args);
+            return;
+        }
+        long t0 = System.nanoTime();
+        launchOrQueue(kernel, gridX, gridY, gridZ, blockX, sharedBytes, args);
+        hostProfile.queued(System.nanoTime() - t0);
+    }
+
+    private void launchOrQueue(String kernel, int gridX, int gridY, int gridZ, int blockX, int sharedBytes,
+                               Object... args) {
         String label = nextLabel == null ? kernel : kernel + " " + nextLabel;
         long labelBytes = nextBytes;
         nextLabel = null;
@@ -343,6 +355,9 @@ public final class CudaRuntime implements AutoCloseable {
      * {@link #endGraph()}, work is queued, and the staged host arrays start at the same place each step.
      */
     void beginGraph() {
+        if (hostProfile != null) {
+            hostProfile.recordBegan();
+        }
         graphs.abandon();
         cuStreamSynchronize(stream);   // nothing still reads the staging area
         stagingAt = 0;
@@ -351,7 +366,13 @@ public final class CudaRuntime implements AutoCloseable {
 
     /** Ends the recorded step: replays its graph, captures one, or issues the work. */
     void endGraph() {
+        if (hostProfile == null) {
+            graphs.end();
+            return;
+        }
+        hostProfile.recordEnded(graphs.queuedOps());
         graphs.end();
+        hostProfile.launched();
     }
 
     /** Graphs captured, steps replayed from a graph, recorded steps issued eagerly, recordings given up. */
@@ -364,6 +385,16 @@ public final class CudaRuntime implements AutoCloseable {
      * staging area is reused once it fills, after the stream has drained). Returns its address.
      */
     CUdeviceptr stage(int[] data) {
+        if (hostProfile == null) {
+            return stageInts(data);
+        }
+        long t0 = System.nanoTime();
+        CUdeviceptr at = stageInts(data);
+        hostProfile.staged(System.nanoTime() - t0);
+        return at;
+    }
+
+    private CUdeviceptr stageInts(int[] data) {
         int bytes = Math.max(4, data.length * 4);
         if (bytes > STAGING_BYTES) {
             throw new IllegalArgumentException("host array of " + data.length + " ints is too large to stage");
@@ -438,6 +469,15 @@ public final class CudaRuntime implements AutoCloseable {
     void download(CUdeviceptr src, Pointer host, long bytes) {
         sync();
         cuMemcpyDtoH(host, src, bytes);
+        if (hostProfile != null) {
+            hostProfile.synced();
+        }
+    }
+
+    /** Times the host's work in every step until called with null (see {@link HostProfile}). */
+    void hostProfile(HostProfile profile) {
+        hostProfile = profile;
+        memory.hostProfile(profile);
     }
 
     /** Bytes of device memory held by live tensors. */

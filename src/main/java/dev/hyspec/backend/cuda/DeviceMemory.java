@@ -28,6 +28,7 @@ final class DeviceMemory implements AutoCloseable {
     private long serials;
     private long liveBytes;
     private Runnable beforeTrim = () -> {};
+    private HostProfile hostProfile;   // null unless a host profile is on
 
     static long rounded(long bytes) {
         return Math.max(ALIGN, (bytes + ALIGN - 1) / ALIGN * ALIGN);
@@ -35,6 +36,16 @@ final class DeviceMemory implements AutoCloseable {
 
     /** A block of at least {@code bytes} bytes; its size as accounted is {@link #rounded}. */
     CUdeviceptr alloc(long bytes) {
+        if (hostProfile == null) {
+            return allocBlock(bytes);
+        }
+        long t0 = System.nanoTime();
+        CUdeviceptr p = allocBlock(bytes);
+        hostProfile.memory(System.nanoTime() - t0);
+        return p;
+    }
+
+    private CUdeviceptr allocBlock(long bytes) {
         long size = rounded(bytes);
         TreeMap<Long, CUdeviceptr> free = cached.get(size);
         CUdeviceptr p = null;
@@ -58,6 +69,16 @@ final class DeviceMemory implements AutoCloseable {
 
     /** Returns a block for reuse. */
     void release(CUdeviceptr p) {
+        if (hostProfile == null) {
+            releaseBlock(p);
+            return;
+        }
+        long t0 = System.nanoTime();
+        releaseBlock(p);
+        hostProfile.memory(System.nanoTime() - t0);
+    }
+
+    private void releaseBlock(CUdeviceptr p) {
         Block b = live.remove(p);
         if (b == null) {
             throw new IllegalStateException("device block released twice or never allocated here");
@@ -78,6 +99,10 @@ final class DeviceMemory implements AutoCloseable {
             }
         }
         cached.clear();
+    }
+
+    void hostProfile(HostProfile profile) {
+        hostProfile = profile;
     }
 
     long liveBytes() {

@@ -85,6 +85,11 @@ final class StepGraphs implements AutoCloseable {
         return ops != null;
     }
 
+    /** Ops queued so far in the step being recorded (0 when none is). */
+    int queuedOps() {
+        return ops == null ? 0 : ops.size();
+    }
+
     void begin() {
         ops = new ArrayList<>();
         labels.clear();
