@@ -250,52 +250,62 @@ public final class CudaRuntime implements AutoCloseable {
         long labelBytes = nextBytes;
         nextLabel = null;
         nextBytes = 0;
-        Pointer[] params = new Pointer[args.length];
-        long[] signature = graphs.recording() ? new long[7 + args.length] : null;
-        for (int i = 0; i < args.length; i++) {
-            Object a = args[i];
-            long value;
+        // Tensors become their addresses now (a tensor freed later in a recorded step still ran here);
+        // the parameter pointers are built only when the launch is issued: a replayed step never is.
+        Object[] values = args.clone();
+        for (int i = 0; i < values.length; i++) {
+            Object a = values[i];
             if (a instanceof CudaTensor t) {
-                params[i] = Pointer.to(t.ptr());
-                value = signature == null ? 0 : StepGraphs.address(t.ptr());
-            } else if (a instanceof CUdeviceptr p) {
-                params[i] = Pointer.to(p);
-                value = signature == null ? 0 : StepGraphs.address(p);
-            } else if (a instanceof Integer v) {
-                params[i] = Pointer.to(new int[] {v});
-                value = v;
-            } else if (a instanceof Float v) {
-                params[i] = Pointer.to(new float[] {v});
-                value = Float.floatToRawIntBits(v);
-            } else if (a instanceof Long v) {
-                params[i] = Pointer.to(new long[] {v});
-                value = v;
-            } else {
+                values[i] = t.ptr();
+            } else if (!(a instanceof CUdeviceptr || a instanceof Integer || a instanceof Float || a instanceof Long)) {
                 throw new IllegalArgumentException("argument " + i + " to " + kernel + ": " + a);
-            }
-            if (signature != null) {
-                signature[7 + i] = value;
             }
         }
         if (gridX <= 0 || gridY <= 0 || gridZ <= 0) {
             return;   // nothing to do
         }
-        CUfunction f = function(kernel);
-        Pointer kernelParams = Pointer.to(params);
-        if (signature != null) {
-            signature[0] = 1;
-            signature[1] = functionIds.get(kernel);
-            signature[2] = gridX;
-            signature[3] = gridY;
-            signature[4] = gridZ;
-            signature[5] = blockX;
-            signature[6] = sharedBytes;
-            graphs.add(label, labelBytes,
-                    s -> cuLaunchKernel(f, gridX, gridY, gridZ, blockX, 1, 1, sharedBytes, s, kernelParams, null),
-                    signature);
+        Kernel k = kernel(kernel);
+        if (graphs.recording()) {
+            graphs.addLaunch(label, labelBytes,
+                    s -> cuLaunchKernel(k.function(), gridX, gridY, gridZ, blockX, 1, 1, sharedBytes, s,
+                            parameters(values), null),
+                    k.id(), gridX, gridY, gridZ, blockX, sharedBytes, values);
             return;
         }
-        cuLaunchKernel(f, gridX, gridY, gridZ, blockX, 1, 1, sharedBytes, stream, kernelParams, null);
+        cuLaunchKernel(k.function(), gridX, gridY, gridZ, blockX, 1, 1, sharedBytes, stream, parameters(values), null);
+    }
+
+    /** A kernel function with its index in the order kernels were first used (for signatures). */
+    private record Kernel(CUfunction function, int id) {}
+
+    private final Map<String, Kernel> kernels = new HashMap<>();
+
+    private Kernel kernel(String name) {
+        Kernel k = kernels.get(name);
+        if (k == null) {
+            CUfunction f = function(name);
+            k = new Kernel(f, functionIds.get(name));
+            kernels.put(name, k);
+        }
+        return k;
+    }
+
+    /** The kernel parameter array of launch arguments ({@link CUdeviceptr}, {@link Integer}, {@link Float}, {@link Long}). */
+    private static Pointer parameters(Object[] values) {
+        Pointer[] params = new Pointer[values.length];
+        for (int i = 0; i < values.length; i++) {
+            Object a = values[i];
+            if (a instanceof CUdeviceptr p) {
+                params[i] = Pointer.to(p);
+            } else if (a instanceof Integer v) {
+                params[i] = Pointer.to(new int[] {v});
+            } else if (a instanceof Float v) {
+                params[i] = Pointer.to(new float[] {v});
+            } else {
+                params[i] = Pointer.to(new long[] {(Long) a});
+            }
+        }
+        return Pointer.to(params);
     }
 
     /**

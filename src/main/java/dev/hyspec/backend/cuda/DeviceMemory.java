@@ -20,13 +20,25 @@ import jcuda.driver.CUdeviceptr;
 final class DeviceMemory implements AutoCloseable {
     static final long ALIGN = 256;
 
-    private record Block(long serial, long size) {}
+    /** A block from the driver; {@code live} while handed out, else parked in {@link #cached}. */
+    private static final class Block {
+        final CUdeviceptr ptr;
+        final long serial;
+        final long size;
+        boolean live;
 
-    private final Map<Long, TreeMap<Long, CUdeviceptr>> cached = new HashMap<>();
-    private final Map<CUdeviceptr, Block> live = new IdentityHashMap<>();
+        Block(CUdeviceptr ptr, long serial, long size) {
+            this.ptr = ptr;
+            this.serial = serial;
+            this.size = size;
+        }
+    }
+
+    private final Map<Long, TreeMap<Long, Block>> cached = new HashMap<>();   // per size, by serial
     private final Map<CUdeviceptr, Block> known = new IdentityHashMap<>();
     private long serials;
     private long liveBytes;
+    private long liveBlocks;
     private Runnable beforeTrim = () -> {};
     private HostProfile hostProfile;   // null unless a host profile is on
 
@@ -47,12 +59,12 @@ final class DeviceMemory implements AutoCloseable {
 
     private CUdeviceptr allocBlock(long bytes) {
         long size = rounded(bytes);
-        TreeMap<Long, CUdeviceptr> free = cached.get(size);
-        CUdeviceptr p = null;
+        TreeMap<Long, Block> free = cached.get(size);
+        Block b;
         if (free != null && !free.isEmpty()) {
-            p = free.pollFirstEntry().getValue();
+            b = free.pollFirstEntry().getValue();
         } else {
-            p = new CUdeviceptr();
+            CUdeviceptr p = new CUdeviceptr();
             try {
                 cuMemAlloc(p, size);
             } catch (RuntimeException e) {
@@ -60,11 +72,13 @@ final class DeviceMemory implements AutoCloseable {
                 trim();
                 cuMemAlloc(p, size);
             }
-            known.put(p, new Block(serials++, size));
+            b = new Block(p, serials++, size);
+            known.put(p, b);
         }
-        live.put(p, known.get(p));
+        b.live = true;
         liveBytes += size;
-        return p;
+        liveBlocks++;
+        return b.ptr;
     }
 
     /** Returns a block for reuse. */
@@ -79,12 +93,14 @@ final class DeviceMemory implements AutoCloseable {
     }
 
     private void releaseBlock(CUdeviceptr p) {
-        Block b = live.remove(p);
-        if (b == null) {
+        Block b = known.get(p);
+        if (b == null || !b.live) {
             throw new IllegalStateException("device block released twice or never allocated here");
         }
-        liveBytes -= b.size();
-        cached.computeIfAbsent(b.size(), k -> new TreeMap<>()).put(b.serial(), p);
+        b.live = false;
+        liveBytes -= b.size;
+        liveBlocks--;
+        cached.computeIfAbsent(b.size, k -> new TreeMap<>()).put(b.serial, b);
     }
 
     /** Frees every cached block back to the driver. */
@@ -92,10 +108,10 @@ final class DeviceMemory implements AutoCloseable {
         if (!cached.isEmpty()) {
             beforeTrim.run();
         }
-        for (TreeMap<Long, CUdeviceptr> q : cached.values()) {
-            for (CUdeviceptr p : q.values()) {
-                cuMemFree(p);
-                known.remove(p);
+        for (TreeMap<Long, Block> q : cached.values()) {
+            for (Block b : q.values()) {
+                cuMemFree(b.ptr);
+                known.remove(b.ptr);
             }
         }
         cached.clear();
@@ -110,7 +126,7 @@ final class DeviceMemory implements AutoCloseable {
     }
 
     long liveBlocks() {
-        return live.size();
+        return liveBlocks;
     }
 
     /**
@@ -125,11 +141,11 @@ final class DeviceMemory implements AutoCloseable {
     @Override
     public void close() {
         trim();
-        for (CUdeviceptr p : live.keySet()) {
-            cuMemFree(p);
+        for (Block b : known.values()) {
+            cuMemFree(b.ptr);   // after trim, every known block is live
         }
-        live.clear();
         known.clear();
         liveBytes = 0;
+        liveBlocks = 0;
     }
 }
