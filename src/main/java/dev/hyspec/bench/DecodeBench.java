@@ -8,6 +8,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.hyspec.backend.Backend;
 import dev.hyspec.backend.Tensor;
 import dev.hyspec.backend.cuda.CudaBackend;
+import dev.hyspec.backend.cuda.HostProfile;
 import dev.hyspec.backend.cuda.StepProfile;
 import dev.hyspec.bench.DecodeRun.Measured;
 import dev.hyspec.bench.DecodeRun.Mode;
@@ -42,12 +43,14 @@ import java.util.function.Supplier;
  *
  * <pre>
  * args: --out FILE.json [--quick] [--models nemotron-h-8b,qwen3.5-9b] [--batches 1,8,32,64]
- *       [--drafter ngram|oracle|forced] [--profile]
+ *       [--drafter ngram|oracle|forced] [--profile] [--host-profile]
  * </pre>
  *
  * {@code --profile} adds, per model, a few batch-1 no-spec steps profiled op by op
  * ({@link StepProfile}): a table of device time per kernel inside the step's graph, with the GEMVs'
- * achieved weight bandwidth.
+ * achieved weight bandwidth. {@code --host-profile} adds, per model, a batch-1 no-spec run with the
+ * host's part of every step timed ({@link HostProfile}): the engine's work, the recording, the
+ * graph launch and the wait for the device, per step.
  *
  * {@code --drafter oracle} proposes each request's greedy continuation, taken from the no-spec run
  * of the same prompts ({@link DecodeRun}): random weights do not continue a repeated phrase, so
@@ -112,6 +115,7 @@ public final class DecodeBench {
         List<Integer> batches = List.of(1, 8, 32, 64);
         DraftSource drafter = DraftSource.NGRAM;
         boolean profile = false;
+        boolean hostProfile = false;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
                 case "--out" -> out = Path.of(args[++i]);
@@ -120,6 +124,7 @@ public final class DecodeBench {
                 case "--batches" -> batches = Arrays.stream(args[++i].split(",")).map(Integer::valueOf).toList();
                 case "--drafter" -> drafter = DraftSource.valueOf(args[++i].toUpperCase(Locale.ROOT));
                 case "--profile" -> profile = true;
+                case "--host-profile" -> hostProfile = true;
                 default -> usage("unknown argument " + args[i]);
             }
         }
@@ -136,7 +141,7 @@ public final class DecodeBench {
         Path target = out;
         Files.createDirectories(target.toAbsolutePath().getParent());
         Report report = run(() -> new CudaBackend(CudaBackend.Precision.BF16), specs, batches, settings, drafter,
-                profile, r -> {
+                profile, hostProfile, r -> {
             try {
                 Files.writeString(target, toJson(r));
             } catch (IOException e) {
@@ -149,7 +154,7 @@ public final class DecodeBench {
 
     private static void usage(String why) {
         System.err.println(why + "\nusage: DecodeBench --out FILE.json [--quick] [--models " + String.join(",", MODELS)
-                + "] [--batches 1,8,32,64] [--drafter ngram|oracle|forced] [--profile]");
+                + "] [--batches 1,8,32,64] [--drafter ngram|oracle|forced] [--profile] [--host-profile]");
         System.exit(2);
     }
 
@@ -170,7 +175,7 @@ public final class DecodeBench {
      * is closed before the next model is built. {@code progress} gets the report after every result.
      */
     static Report run(Supplier<Backend> backends, List<ModelSpec> models, List<Integer> batches, Settings s,
-                      DraftSource drafter, boolean profile, Consumer<Report> progress) {
+                      DraftSource drafter, boolean profile, boolean hostProfile, Consumer<Report> progress) {
         Map<String, Object> machine = new LinkedHashMap<>();
         machine.put("drafter", drafter.name().toLowerCase(Locale.ROOT));
         machine.put("java", System.getProperty("java.version"));
@@ -237,6 +242,17 @@ public final class DecodeBench {
                     }
                     System.out.printf(Locale.ROOT, "%s batch 1 no-spec, floor %.3f ms%n%s", spec.name(), floorMs,
                             p.table());
+                }
+                if (hostProfile && backend instanceof CudaBackend cuda) {
+                    HostProfile p = cuda.startHostProfile();
+                    Measured m;
+                    try {
+                        m = DecodeRun.run(model, 1, Mode.NO_SPEC, s.workload(), SEED + 1, null, false, p);
+                    } finally {
+                        cuda.stopHostProfile();
+                    }
+                    System.out.printf(Locale.ROOT, "%s batch 1 no-spec with the host profile on: step %.3f ms, floor "
+                            + "%.3f ms, ratio %.2f%n%s", spec.name(), m.stepMs(), floorMs, m.stepMs() / floorMs, p.table());
                 }
             }
         }

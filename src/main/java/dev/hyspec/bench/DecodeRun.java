@@ -3,6 +3,7 @@ package dev.hyspec.bench;
 import dev.hyspec.backend.Backend;
 import dev.hyspec.backend.Tensor;
 import dev.hyspec.backend.cuda.CudaBackend;
+import dev.hyspec.backend.cuda.HostProfile;
 import dev.hyspec.engine.EngineCore;
 import dev.hyspec.engine.EngineMetrics;
 import dev.hyspec.engine.EngineObserver;
@@ -84,6 +85,12 @@ final class DecodeRun {
      */
     static Measured run(HybridModel model, int batch, Mode mode, Workload w, long seed, int[][] continuations,
                         boolean forceAcceptance) {
+        return run(model, batch, mode, w, seed, continuations, forceAcceptance, null);
+    }
+
+    /** @param hostProfile when not null, told where each step begins and ends ({@link HostProfile}) */
+    static Measured run(HybridModel model, int batch, Mode mode, Workload w, long seed, int[][] continuations,
+                        boolean forceAcceptance, HostProfile hostProfile) {
         int maxLen = w.promptTokens() + w.maxTokens() + mode.numDrafts() + 1;
         int pagesPerRequest = (maxLen + PAGE_SIZE - 1) / PAGE_SIZE;
         EngineOptions options = new EngineOptions(batch, Math.max(PREFILL_BUDGET, batch * (mode.numDrafts() + 1)),
@@ -126,10 +133,16 @@ final class DecodeRun {
                 long tokens0 = generated[0];
                 long commit0 = commitNanos[0];
                 long generate0 = generateNanos(core.metrics(), mode.strategy());
+                if (hostProfile != null) {
+                    hostProfile.stepBegin();
+                }
                 long t0 = System.nanoTime();
                 core.step();
                 long elapsed = System.nanoTime() - t0;
                 boolean prefill = core.lastStep().stream().anyMatch(row -> row.mode() == RowMode.PREFILL);
+                if (hostProfile != null) {
+                    hostProfile.stepEnd(!prefill);
+                }
                 long[] graphs1 = graphCounts(backend);
                 if (!prefill) {
                     steps++;

@@ -36,7 +36,7 @@ class DecodeBenchTest {
         Settings tiny = new Settings(new Workload(24, 6, 5), new Workload(12, 4, 3), 1 << 16, 2);
         List<Report> progress = new ArrayList<>();
         Report report = DecodeBench.run(CpuBackend::new, models, List.of(1, 3), tiny, DecodeBench.DraftSource.NGRAM,
-                false, progress::add);
+                false, false, progress::add);
         assertEquals(2 * 2 * 3, report.results().size());
         assertEquals(report.results().size(), progress.size(), "the report is handed on after every result");
 

@@ -700,6 +700,20 @@ public final class CudaBackend implements Backend {
         profile.close();
     }
 
+    /** Times the host's part of every step from now until {@link #stopHostProfile} ({@link HostProfile}). */
+    public HostProfile startHostProfile() {
+        rt.enter();
+        HostProfile profile = new HostProfile();
+        rt.hostProfile(profile);
+        return profile;
+    }
+
+    /** Ends the host profile that {@link #startHostProfile()} began. */
+    public void stopHostProfile() {
+        rt.enter();
+        rt.hostProfile(null);
+    }
+
     /** The CUDA version the driver supports, as {@code "12.4"}. */
     public String driverVersion() {
         rt.enter();

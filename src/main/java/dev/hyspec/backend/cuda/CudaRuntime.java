@@ -81,6 +81,7 @@ public final class CudaRuntime implements AutoCloseable {
     private final StepGraphs graphs;
     private String nextLabel;   // labelNext: the next launch's profile label and weight bytes
     private long nextBytes;
+    private HostProfile hostProfile;   // null unless a host profile is on
     private boolean closed;
 
     /** Opens device {@code ordinal}; throws {@link IllegalStateException} saying why when it cannot. */
@@ -234,56 +235,77 @@ public final class CudaRuntime implements AutoCloseable {
      * become device pointers, {@link Integer}, {@link Float}, {@link Long} their C types.
      */
     void launch(String kernel, int gridX, int gridY, int gridZ, int blockX, int sharedBytes, Object... args) {
+        if (hostProfile == null) {
+            launchOrQueue(kernel, gridX, gridY, gridZ, blockX, sharedBytes, args);
+            return;
+        }
+        long t0 = System.nanoTime();
+        launchOrQueue(kernel, gridX, gridY, gridZ, blockX, sharedBytes, args);
+        hostProfile.queued(System.nanoTime() - t0);
+    }
+
+    private void launchOrQueue(String kernel, int gridX, int gridY, int gridZ, int blockX, int sharedBytes,
+                               Object... args) {
         String label = nextLabel == null ? kernel : kernel + " " + nextLabel;
         long labelBytes = nextBytes;
         nextLabel = null;
         nextBytes = 0;
-        Pointer[] params = new Pointer[args.length];
-        long[] signature = graphs.recording() ? new long[7 + args.length] : null;
-        for (int i = 0; i < args.length; i++) {
-            Object a = args[i];
-            long value;
+        // Tensors become their addresses now (a tensor freed later in a recorded step still ran here);
+        // the parameter pointers are built only when the launch is issued: a replayed step never is.
+        Object[] values = args.clone();
+        for (int i = 0; i < values.length; i++) {
+            Object a = values[i];
             if (a instanceof CudaTensor t) {
-                params[i] = Pointer.to(t.ptr());
-                value = signature == null ? 0 : StepGraphs.address(t.ptr());
-            } else if (a instanceof CUdeviceptr p) {
-                params[i] = Pointer.to(p);
-                value = signature == null ? 0 : StepGraphs.address(p);
-            } else if (a instanceof Integer v) {
-                params[i] = Pointer.to(new int[] {v});
-                value = v;
-            } else if (a instanceof Float v) {
-                params[i] = Pointer.to(new float[] {v});
-                value = Float.floatToRawIntBits(v);
-            } else if (a instanceof Long v) {
-                params[i] = Pointer.to(new long[] {v});
-                value = v;
-            } else {
+                values[i] = t.ptr();
+            } else if (!(a instanceof CUdeviceptr || a instanceof Integer || a instanceof Float || a instanceof Long)) {
                 throw new IllegalArgumentException("argument " + i + " to " + kernel + ": " + a);
-            }
-            if (signature != null) {
-                signature[7 + i] = value;
             }
         }
         if (gridX <= 0 || gridY <= 0 || gridZ <= 0) {
             return;   // nothing to do
         }
-        CUfunction f = function(kernel);
-        Pointer kernelParams = Pointer.to(params);
-        if (signature != null) {
-            signature[0] = 1;
-            signature[1] = functionIds.get(kernel);
-            signature[2] = gridX;
-            signature[3] = gridY;
-            signature[4] = gridZ;
-            signature[5] = blockX;
-            signature[6] = sharedBytes;
-            graphs.add(label, labelBytes,
-                    s -> cuLaunchKernel(f, gridX, gridY, gridZ, blockX, 1, 1, sharedBytes, s, kernelParams, null),
-                    signature);
+        Kernel k = kernel(kernel);
+        if (graphs.recording()) {
+            graphs.addLaunch(label, labelBytes,
+                    s -> cuLaunchKernel(k.function(), gridX, gridY, gridZ, blockX, 1, 1, sharedBytes, s,
+                            parameters(values), null),
+                    k.id(), gridX, gridY, gridZ, blockX, sharedBytes, values);
             return;
         }
-        cuLaunchKernel(f, gridX, gridY, gridZ, blockX, 1, 1, sharedBytes, stream, kernelParams, null);
+        cuLaunchKernel(k.function(), gridX, gridY, gridZ, blockX, 1, 1, sharedBytes, stream, parameters(values), null);
+    }
+
+    /** A kernel function with its index in the order kernels were first used (for signatures). */
+    private record Kernel(CUfunction function, int id) {}
+
+    private final Map<String, Kernel> kernels = new HashMap<>();
+
+    private Kernel kernel(String name) {
+        Kernel k = kernels.get(name);
+        if (k == null) {
+            CUfunction f = function(name);
+            k = new Kernel(f, functionIds.get(name));
+            kernels.put(name, k);
+        }
+        return k;
+    }
+
+    /** The kernel parameter array of launch arguments ({@link CUdeviceptr}, {@link Integer}, {@link Float}, {@link Long}). */
+    private static Pointer parameters(Object[] values) {
+        Pointer[] params = new Pointer[values.length];
+        for (int i = 0; i < values.length; i++) {
+            Object a = values[i];
+            if (a instanceof CUdeviceptr p) {
+                params[i] = Pointer.to(p);
+            } else if (a instanceof Integer v) {
+                params[i] = Pointer.to(new int[] {v});
+            } else if (a instanceof Float v) {
+                params[i] = Pointer.to(new float[] {v});
+            } else {
+                params[i] = Pointer.to(new long[] {(Long) a});
+            }
+        }
+        return Pointer.to(params);
     }
 
     /**
@@ -343,6 +365,9 @@ public final class CudaRuntime implements AutoCloseable {
      * {@link #endGraph()}, work is queued, and the staged host arrays start at the same place each step.
      */
     void beginGraph() {
+        if (hostProfile != null) {
+            hostProfile.recordBegan();
+        }
         graphs.abandon();
         cuStreamSynchronize(stream);   // nothing still reads the staging area
         stagingAt = 0;
@@ -351,7 +376,13 @@ public final class CudaRuntime implements AutoCloseable {
 
     /** Ends the recorded step: replays its graph, captures one, or issues the work. */
     void endGraph() {
+        if (hostProfile == null) {
+            graphs.end();
+            return;
+        }
+        hostProfile.recordEnded(graphs.queuedOps());
         graphs.end();
+        hostProfile.launched();
     }
 
     /** Graphs captured, steps replayed from a graph, recorded steps issued eagerly, recordings given up. */
@@ -364,6 +395,16 @@ public final class CudaRuntime implements AutoCloseable {
      * staging area is reused once it fills, after the stream has drained). Returns its address.
      */
     CUdeviceptr stage(int[] data) {
+        if (hostProfile == null) {
+            return stageInts(data);
+        }
+        long t0 = System.nanoTime();
+        CUdeviceptr at = stageInts(data);
+        hostProfile.staged(System.nanoTime() - t0);
+        return at;
+    }
+
+    private CUdeviceptr stageInts(int[] data) {
         int bytes = Math.max(4, data.length * 4);
         if (bytes > STAGING_BYTES) {
             throw new IllegalArgumentException("host array of " + data.length + " ints is too large to stage");
@@ -438,6 +479,15 @@ public final class CudaRuntime implements AutoCloseable {
     void download(CUdeviceptr src, Pointer host, long bytes) {
         sync();
         cuMemcpyDtoH(host, src, bytes);
+        if (hostProfile != null) {
+            hostProfile.synced();
+        }
+    }
+
+    /** Times the host's work in every step until called with null (see {@link HostProfile}). */
+    void hostProfile(HostProfile profile) {
+        hostProfile = profile;
+        memory.hostProfile(profile);
     }
 
     /** Bytes of device memory held by live tensors. */

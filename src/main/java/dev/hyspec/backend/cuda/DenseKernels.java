@@ -34,6 +34,25 @@ final class DenseKernels {
         };
     }
 
+    // Kernel names per weight dtype (and token count), built once instead of concatenated per launch.
+    private static final String[] RMS_NORM = names("dense_rms_norm_");
+    private static final String[] ADD_RMS_NORM = names("dense_add_rms_norm_");
+    private static final String[] GATED_RMS_NORM = names("dense_gated_rms_norm_");
+    private static final String[][] DECODE = decodeNames("matmul_decode_t");
+    private static final String[][] DECODE3 = decodeNames("matmul_decode3_t");
+
+    private static String[] names(String prefix) {
+        return java.util.Arrays.stream(DType.values()).map(d -> prefix + suffix(d)).toArray(String[]::new);
+    }
+
+    private static String[][] decodeNames(String prefix) {
+        String[][] out = new String[DECODE_MAX_TOKENS + 1][];
+        for (int t = 1; t <= DECODE_MAX_TOKENS; t++) {
+            out[t] = names(prefix + t + "_");
+        }
+        return out;
+    }
+
     static int blocks(long n, int block) {
         return Math.toIntExact((n + block - 1) / block);
     }
@@ -112,7 +131,7 @@ final class DenseKernels {
             if (rt.profiling()) {
                 rt.labelNext("[" + dims[0] + " + " + dims[1] + " + " + dims[2] + " x " + in + "]", bytes);
             }
-            rt.launch("matmul_decode3_t" + tokens + "_" + suffix(w[0].dtype()), blocks, 1, 1, 128, 0, x, ws[0], os[0],
+            rt.launch(DECODE3[tokens][w[0].dtype().ordinal()], blocks, 1, 1, 128, 0, x, ws[0], os[0],
                     dims[0], ws[1], os[1], dims[1], ws[2], os[2], dims[2], in, roundsToBf16(w[0], in) ? 2 : 0);
         }
     }
@@ -153,7 +172,7 @@ final class DenseKernels {
             rt.labelNext("[" + outDim + " x " + in + "]", w.numel() * w.dtype().bytes());
         }
         if (tokens <= DECODE_MAX_TOKENS) {
-            rt.launch("matmul_decode_t" + tokens + "_" + sfx, blocks(outDim, decodeRows(tokens)), 1, 1, 128, 0, x, w,
+            rt.launch(DECODE[tokens][w.dtype().ordinal()], blocks(outDim, decodeRows(tokens)), 1, 1, 128, 0, x, w,
                     b, biasType, out, in, outDim, (relu2 ? 1 : 0) | (roundsToBf16(w, in) ? 2 : 0));
         } else if (roundsToBf16(w, in)) {
             tensorCoreGemm(x, w, b, biasType, out, tokens, in, outDim);
@@ -334,7 +353,7 @@ final class DenseKernels {
 
     void rmsNorm(CudaTensor x, CudaTensor w, int groupSize, float eps, boolean plusOne, CudaTensor out) {
         long groups = groups(x, w, groupSize, out);
-        rt.launch("dense_rms_norm_" + suffix(w.dtype()), Math.toIntExact(groups), 1, 1, normBlock(groupSize), 0, x, w,
+        rt.launch(RMS_NORM[w.dtype().ordinal()], Math.toIntExact(groups), 1, 1, normBlock(groupSize), 0, x, w,
                 (int) w.numel(), groupSize, x.cols(), eps, plusOne ? 1 : 0, out);
     }
 
@@ -343,7 +362,7 @@ final class DenseKernels {
                     CudaTensor out) {
         sameSize(x, y);
         long groups = groups(x, w, groupSize, out);
-        rt.launch("dense_add_rms_norm_" + suffix(w.dtype()), Math.toIntExact(groups), 1, 1, normBlock(groupSize), 0, x,
+        rt.launch(ADD_RMS_NORM[w.dtype().ordinal()], Math.toIntExact(groups), 1, 1, normBlock(groupSize), 0, x,
                 y, w, (int) w.numel(), groupSize, x.cols(), eps, plusOne ? 1 : 0, out);
     }
 
@@ -351,7 +370,7 @@ final class DenseKernels {
                       CudaTensor out) {
         sameSize(x, gate, out);
         long groups = groups(x, w, groupSize, out);
-        rt.launch("dense_gated_rms_norm_" + suffix(w.dtype()), Math.toIntExact(groups), 1, 1, normBlock(groupSize), 0,
+        rt.launch(GATED_RMS_NORM[w.dtype().ordinal()], Math.toIntExact(groups), 1, 1, normBlock(groupSize), 0,
                 x, gate, w, (int) w.numel(), groupSize, x.cols(), eps, gateFirst ? 1 : 0, out);
     }
 

@@ -20,14 +20,27 @@ import jcuda.driver.CUdeviceptr;
 final class DeviceMemory implements AutoCloseable {
     static final long ALIGN = 256;
 
-    private record Block(long serial, long size) {}
+    /** A block from the driver; {@code live} while handed out, else parked in {@link #cached}. */
+    private static final class Block {
+        final CUdeviceptr ptr;
+        final long serial;
+        final long size;
+        boolean live;
 
-    private final Map<Long, TreeMap<Long, CUdeviceptr>> cached = new HashMap<>();
-    private final Map<CUdeviceptr, Block> live = new IdentityHashMap<>();
+        Block(CUdeviceptr ptr, long serial, long size) {
+            this.ptr = ptr;
+            this.serial = serial;
+            this.size = size;
+        }
+    }
+
+    private final Map<Long, TreeMap<Long, Block>> cached = new HashMap<>();   // per size, by serial
     private final Map<CUdeviceptr, Block> known = new IdentityHashMap<>();
     private long serials;
     private long liveBytes;
+    private long liveBlocks;
     private Runnable beforeTrim = () -> {};
+    private HostProfile hostProfile;   // null unless a host profile is on
 
     static long rounded(long bytes) {
         return Math.max(ALIGN, (bytes + ALIGN - 1) / ALIGN * ALIGN);
@@ -35,13 +48,23 @@ final class DeviceMemory implements AutoCloseable {
 
     /** A block of at least {@code bytes} bytes; its size as accounted is {@link #rounded}. */
     CUdeviceptr alloc(long bytes) {
+        if (hostProfile == null) {
+            return allocBlock(bytes);
+        }
+        long t0 = System.nanoTime();
+        CUdeviceptr p = allocBlock(bytes);
+        hostProfile.memory(System.nanoTime() - t0);
+        return p;
+    }
+
+    private CUdeviceptr allocBlock(long bytes) {
         long size = rounded(bytes);
-        TreeMap<Long, CUdeviceptr> free = cached.get(size);
-        CUdeviceptr p = null;
+        TreeMap<Long, Block> free = cached.get(size);
+        Block b;
         if (free != null && !free.isEmpty()) {
-            p = free.pollFirstEntry().getValue();
+            b = free.pollFirstEntry().getValue();
         } else {
-            p = new CUdeviceptr();
+            CUdeviceptr p = new CUdeviceptr();
             try {
                 cuMemAlloc(p, size);
             } catch (RuntimeException e) {
@@ -49,21 +72,35 @@ final class DeviceMemory implements AutoCloseable {
                 trim();
                 cuMemAlloc(p, size);
             }
-            known.put(p, new Block(serials++, size));
+            b = new Block(p, serials++, size);
+            known.put(p, b);
         }
-        live.put(p, known.get(p));
+        b.live = true;
         liveBytes += size;
-        return p;
+        liveBlocks++;
+        return b.ptr;
     }
 
     /** Returns a block for reuse. */
     void release(CUdeviceptr p) {
-        Block b = live.remove(p);
-        if (b == null) {
+        if (hostProfile == null) {
+            releaseBlock(p);
+            return;
+        }
+        long t0 = System.nanoTime();
+        releaseBlock(p);
+        hostProfile.memory(System.nanoTime() - t0);
+    }
+
+    private void releaseBlock(CUdeviceptr p) {
+        Block b = known.get(p);
+        if (b == null || !b.live) {
             throw new IllegalStateException("device block released twice or never allocated here");
         }
-        liveBytes -= b.size();
-        cached.computeIfAbsent(b.size(), k -> new TreeMap<>()).put(b.serial(), p);
+        b.live = false;
+        liveBytes -= b.size;
+        liveBlocks--;
+        cached.computeIfAbsent(b.size, k -> new TreeMap<>()).put(b.serial, b);
     }
 
     /** Frees every cached block back to the driver. */
@@ -71,13 +108,17 @@ final class DeviceMemory implements AutoCloseable {
         if (!cached.isEmpty()) {
             beforeTrim.run();
         }
-        for (TreeMap<Long, CUdeviceptr> q : cached.values()) {
-            for (CUdeviceptr p : q.values()) {
-                cuMemFree(p);
-                known.remove(p);
+        for (TreeMap<Long, Block> q : cached.values()) {
+            for (Block b : q.values()) {
+                cuMemFree(b.ptr);
+                known.remove(b.ptr);
             }
         }
         cached.clear();
+    }
+
+    void hostProfile(HostProfile profile) {
+        hostProfile = profile;
     }
 
     long liveBytes() {
@@ -85,7 +126,7 @@ final class DeviceMemory implements AutoCloseable {
     }
 
     long liveBlocks() {
-        return live.size();
+        return liveBlocks;
     }
 
     /**
@@ -100,11 +141,11 @@ final class DeviceMemory implements AutoCloseable {
     @Override
     public void close() {
         trim();
-        for (CUdeviceptr p : live.keySet()) {
-            cuMemFree(p);
+        for (Block b : known.values()) {
+            cuMemFree(b.ptr);   // after trim, every known block is live
         }
-        live.clear();
         known.clear();
         liveBytes = 0;
+        liveBlocks = 0;
     }
 }

@@ -16,6 +16,7 @@ import java.util.List;
 import java.util.Map;
 import jcuda.NativePointerObject;
 import jcuda.Pointer;
+import jcuda.driver.CUdeviceptr;
 import jcuda.driver.CUgraph;
 import jcuda.driver.CUgraphExec;
 import jcuda.driver.CUstream;
@@ -85,6 +86,11 @@ final class StepGraphs implements AutoCloseable {
         return ops != null;
     }
 
+    /** Ops queued so far in the step being recorded (0 when none is). */
+    int queuedOps() {
+        return ops == null ? 0 : ops.size();
+    }
+
     void begin() {
         ops = new ArrayList<>();
         labels.clear();
@@ -144,6 +150,41 @@ final class StepGraphs implements AutoCloseable {
         sig[sigLength++] = signature.length;
         System.arraycopy(signature, 0, sig, sigLength, signature.length);
         sigLength += signature.length;
+    }
+
+    /**
+     * Queues a kernel launch: its signature is {@code 1, kernelId, grid, block, sharedBytes} and the
+     * arguments' values ({@link CUdeviceptr} addresses, {@link Integer}, {@link Float} bits, {@link Long}),
+     * written straight into the step's signature.
+     */
+    void addLaunch(String label, long bytes, Op op, int kernelId, int gridX, int gridY, int gridZ, int blockX,
+                   int sharedBytes, Object[] args) {
+        if (ops != null) {
+            ops.add(op);
+            labels.add(label);
+            opBytes.add(bytes);
+        }
+        int length = 7 + args.length;
+        if (sigLength + length + 1 > sig.length) {
+            sig = Arrays.copyOf(sig, Math.max(sig.length * 2, sigLength + length + 1));
+        }
+        long[] s = sig;
+        int at = sigLength;
+        s[at++] = length;
+        s[at++] = 1;
+        s[at++] = kernelId;
+        s[at++] = gridX;
+        s[at++] = gridY;
+        s[at++] = gridZ;
+        s[at++] = blockX;
+        s[at++] = sharedBytes;
+        for (Object a : args) {
+            s[at++] = a instanceof CUdeviceptr p ? address(p)
+                    : a instanceof Integer v ? v
+                    : a instanceof Float v ? Float.floatToRawIntBits(v)
+                    : (Long) a;
+        }
+        sigLength = at;
     }
 
     /** Issues what was queued, eagerly, and stops recording (a host synchronisation came mid-step). */

@@ -51,7 +51,7 @@ abstract class RecurrentMixer implements Mixer, RecurrentOps {
         MambaStatePool pool = store.pool();
         Projections p = project(x);
         // every row writes its outputs, except that rows of several strategies are added into zeros
-        boolean oneStrategy = batch.rows().stream().map(BatchRow::strategy).distinct().count() <= 1;
+        boolean oneStrategy = oneStrategy(batch);
         Tensor y = oneStrategy || batch.tokensPerRow() == 0 ? backend.empty(x.rows(), outputWidth())
                 : backend.zeros(x.rows(), outputWidth());
         if (batch.tokensPerRow() > 0) {
@@ -69,12 +69,32 @@ abstract class RecurrentMixer implements Mixer, RecurrentOps {
         return out;
     }
 
+    private static boolean oneStrategy(ForwardBatch batch) {
+        for (int r = 1; r < batch.size(); r++) {
+            if (batch.row(r).strategy() != batch.row(0).strategy()) {
+                return false;
+            }
+        }
+        return true;
+    }
+
     /**
      * A uniform batch of generate rows: each strategy verifies its rows in one batched call (the
      * common case, one strategy, needs no gather at all).
      */
     private void forwardUniform(Projections p, ForwardBatch batch, MambaStatePool pool, Tensor y) {
         int t = batch.tokensPerRow();
+        if (oneStrategy(batch)) {   // the common case, without grouping
+            int[] slots = new int[batch.size()];
+            int[] lengths = new int[batch.size()];
+            for (int r = 0; r < batch.size(); r++) {
+                slots[r] = batch.row(r).slot();
+                lengths[r] = batch.length(r);
+            }
+            batch.row(0).strategy().verifyBatch(pool, slots, this, new RecurrentRow(p.raw(), p.side1(), p.side2()),
+                    lengths, t, y);
+            return;
+        }
         Map<RollbackStrategy, List<Integer>> groups = new LinkedHashMap<>();
         for (int r = 0; r < batch.size(); r++) {
             groups.computeIfAbsent(batch.row(r).strategy(), k -> new ArrayList<>()).add(r);
