@@ -371,6 +371,27 @@ class Mamba2BatchKernelsTest {
         replayVerifyCase(r, SHAPES[1], StateLayout.VK, 3, Mamba2BatchKernels.VERIFY_MAX_TOKENS + 1, variant);
     }
 
+    /** The VK N = 128 kernels the default dispatch does not take: pipelined at 4 and 8 warps for every T, and the tiled ones. */
+    @Test
+    void replayVerifyBatchMatchesCpuForEveryKernel() {
+        Random r = random();
+        int variant = 0;
+        for (String kernel : new String[] {"pipe4", "pipe8", "tile"}) {
+            System.setProperty(Mamba2BatchKernels.VERIFY_KERNEL_PROPERTY, kernel);
+            try {
+                for (Shape s : SHAPES) {
+                    for (int rows : ROWS) {
+                        for (int t : TOKENS) {
+                            replayVerifyCase(r, s, StateLayout.VK, rows, t, variant++);
+                        }
+                    }
+                }
+            } finally {
+                System.clearProperty(Mamba2BatchKernels.VERIFY_KERNEL_PROPERTY);
+            }
+        }
+    }
+
     private void replayVerifyCase(Random r, Shape s, StateLayout layout, int rows, int t, int variant) {
         CudaBackend gpu = Gpu.backend();
         boolean twin = rows == 3;
