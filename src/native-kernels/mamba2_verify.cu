@@ -743,9 +743,10 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
                                            P, G, dtMin, dtMax);                                               \
     }
 // T = 2 .. 4: 4 warps (16 rows, 8 blocks an SM); T = 5 .. 8: 8 warps (32 rows, 4 blocks an SM); T = 1 runs
-// the generic kernel. Measured on the H100 at the 8B shape (StateUpdateBench, batch 32 .. 256), each the
+// the generic kernel (the T = 1 kernels here at 4 and 8 warps are for comparisons). Measured on the H100 at the 8B shape (StateUpdateBench, batch 32 .. 256), each the
 // fastest of the three at its T.
 #define M2R(SUF, W)                                                                                   \
+    M2R_K2(SUF, W, 1, 4, m2_replay_verify_vk128w4_t1_##SUF, 8) M2R_K2(SUF, W, 1, 8, m2_replay_verify_vk128_t1_##SUF, 4) \
     M2R_K2(SUF, W, 2, 4, m2_replay_verify_vk128w4_t2_##SUF, 8)                                        \
     M2R_K2(SUF, W, 3, 4, m2_replay_verify_vk128w4_t3_##SUF, 8)                                        \
     M2R_K2(SUF, W, 4, 4, m2_replay_verify_vk128w4_t4_##SUF, 8)                                        \

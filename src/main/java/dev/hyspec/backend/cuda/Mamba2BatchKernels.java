@@ -243,7 +243,7 @@ final class Mamba2BatchKernels {
                         tokensPerRow, y, rows, warps);
                 return;
             }
-            if (tokensPerRow >= 2) {
+            if (tokensPerRow >= 2 || tileT1Warps() > 0) {
                 replayVerifyVk128(states, previous, counts, xBC, dtRaw, dtBias, aLog, d, dims, next, tokensPerRow, y,
                         rows);
                 return;
@@ -287,7 +287,7 @@ final class Mamba2BatchKernels {
                                    CudaTensor dtRaw, CudaTensor dtBias, CudaTensor aLog, CudaTensor d,
                                    Mamba2Dims dims, CudaTensor[] next, int tokensPerRow, CudaTensor y, int rows) {
         try (Mamba2Kernels.HeadParams hp = new Mamba2Kernels.HeadParams(rt, dtBias, aLog, d, dims.numHeads())) {
-            boolean w4 = tokensPerRow <= VK128_SMALL_T;
+            boolean w4 = tokensPerRow == 1 ? tileT1Warps() == 4 : tokensPerRow <= VK128_SMALL_T;
             String kernel = "m2_replay_verify_vk128" + (w4 ? "w4" : "") + "_t" + tokensPerRow + "_" + hp.suffix;
             int ptile = w4 ? 16 : 32;
             int tiles = (dims.headDim() + ptile - 1) / ptile;
@@ -300,23 +300,42 @@ final class Mamba2BatchKernels {
 
     /**
      * Which VK N = 128 replay-verify kernels run ({@code hyspec.mamba2.verify-kernel}, for
-     * benchmarks and tests): {@code pipe} (default) the persistent pipelined kernels at the warps per
-     * block of {@link #pipelinedWarps}, {@code pipe4} / {@code pipe8} those at 4 / 8 warps for every
-     * T, {@code tile} the one-tile-per-block kernels (T = 1: the generic kernel).
+     * benchmarks and tests): {@code tile} (default) the one-tile-per-block kernels (T = 1: the
+     * generic kernel); {@code tile4x4} / {@code tile4x4w8} those, T = 1 too at 4 / 8 warps;
+     * {@code pipe} the persistent pipelined kernels at the warps per block of
+     * {@link #pipelinedWarps}, {@code pipe4} / {@code pipe8} those at 4 / 8 warps for every T. The
+     * pipelined kernels measured 1.1 to 1.7 times slower than the tiled ones on the H100 at the 8B
+     * shape (batch 32 … 256, T = 1, 4, 6).
      */
     static final String VERIFY_KERNEL_PROPERTY = "hyspec.mamba2.verify-kernel";
 
     /** Warps per block of the pipelined kernel for T tokens per row, or 0 where it does not run. */
     static int pipelinedWarps(int tokensPerRow) {
-        String k = System.getProperty(VERIFY_KERNEL_PROPERTY, "pipe");
+        String k = verifyKernel();
         return switch (k) {
             case "pipe" -> tokensPerRow <= VK128_SMALL_T ? 4 : 8;
             case "pipe4" -> 4;
             case "pipe8" -> 8;
-            case "tile" -> 0;
-            default -> throw new IllegalArgumentException(VERIFY_KERNEL_PROPERTY + "=" + k
-                    + ": not pipe, pipe4, pipe8 or tile");
+            default -> 0;
         };
+    }
+
+    /** Warps per block of the tiled kernel at T = 1, or 0 where T = 1 runs the generic kernel. */
+    static int tileT1Warps() {
+        return switch (verifyKernel()) {
+            case "tile4x4" -> 4;
+            case "tile4x4w8" -> 8;
+            default -> 0;
+        };
+    }
+
+    private static String verifyKernel() {
+        String k = System.getProperty(VERIFY_KERNEL_PROPERTY, "tile");
+        if (!java.util.Set.of("tile", "tile4x4", "tile4x4w8", "pipe", "pipe4", "pipe8").contains(k)) {
+            throw new IllegalArgumentException(VERIFY_KERNEL_PROPERTY + "=" + k
+                    + ": not tile, tile4x4, tile4x4w8, pipe, pipe4 or pipe8");
+        }
+        return k;
     }
 
     /** Resident blocks per SM of a kernel at a block size (the occupancy calculator), by kernel name. */
