@@ -742,8 +742,8 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
         m2_replay_verify_vk128_impl<TT, NW, W>(states, prevs, counts, xBC, dtRaw, dtBias, aLog, dd, nexts, y, H, \
                                            P, G, dtMin, dtMax);                                               \
     }
-// T = 2 .. 4: 4 warps (16 rows, 8 blocks an SM); T = 5 .. 8: 8 warps (32 rows, 4 blocks an SM); T = 1 runs
-// the generic kernel (the T = 1 kernels here at 4 and 8 warps are for comparisons). Measured on the H100 at the 8B shape (StateUpdateBench, batch 32 .. 256), each the
+// T = 2 .. 4: 4 warps (16 rows, 8 blocks an SM); T = 5 .. 8 and T = 1: 8 warps (32 rows, 4 blocks an SM). At
+// T = 1 the 8-warp kernel measured 2-3 % faster than the generic one, the 4-warp one 7-9 % slower. Measured on the H100 at the 8B shape (StateUpdateBench, batch 32 .. 256), each the
 // fastest of the three at its T.
 #define M2R(SUF, W)                                                                                   \
     M2R_K2(SUF, W, 1, 4, m2_replay_verify_vk128w4_t1_##SUF, 8) M2R_K2(SUF, W, 1, 8, m2_replay_verify_vk128_t1_##SUF, 4) \
@@ -760,6 +760,8 @@ HYSPEC_FOR_WEIGHT_TYPES(M2R)
 // block issues the next item's state tile (cp.async, 16 bytes a vector, into the other of two shared
 // buffers) before it stages, replays and computes the current one, so every resident block keeps a
 // state tile of reads in flight while it computes. The math and its rounding order are the kernel's above.
+// Measured on the H100 at the 8B shape (batch 32 .. 256) it ran 1.1-1.7x the time of the tiled kernels
+// (8 warps the better; 16-32 bytes of spills at 64 registers): kept for comparisons only.
 __device__ __forceinline__ void m2p_cp_async16(void* dst, const void* src) {
     const uint32_t s = (uint32_t)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src));

@@ -280,8 +280,8 @@ final class Mamba2BatchKernels {
     /**
      * The replay verify of VK states with N = 128 and 16-byte vectors, T = 2 … 8: grid (p tiles, H,
      * R), 4 rows p a warp, static shared memory; T ≤ 4 m2_replay_verify_vk128w4_t{T} (128 threads),
-     * T ≥ 5 m2_replay_verify_vk128_t{T} (256 threads). T = 1 stays with the generic kernel, which
-     * measured faster there. See mamba2_verify.cu.
+     * T ≥ 5 m2_replay_verify_vk128_t{T} (256 threads); T = 1 m2_replay_verify_vk128_t1 (or at 4 warps,
+     * see {@link #VERIFY_KERNEL_PROPERTY}). See mamba2_verify.cu.
      */
     private void replayVerifyVk128(CudaTensor[] states, CudaTensor[] previous, int[] counts, CudaTensor xBC,
                                    CudaTensor dtRaw, CudaTensor dtBias, CudaTensor aLog, CudaTensor d,
@@ -300,8 +300,10 @@ final class Mamba2BatchKernels {
 
     /**
      * Which VK N = 128 replay-verify kernels run ({@code hyspec.mamba2.verify-kernel}, for
-     * benchmarks and tests): {@code tile} (default) the one-tile-per-block kernels (T = 1: the
-     * generic kernel); {@code tile4x4} / {@code tile4x4w8} those, T = 1 too at 4 / 8 warps;
+     * benchmarks and tests): {@code tile} (default) the one-tile-per-block kernels, T = 1 at 8 warps
+     * (m2_replay_verify_vk128_t1: 2-3 % faster than the generic kernel on the H100 at the 8B shape,
+     * batch 32 … 256); {@code previous} the kernels before that (T = 1: the generic kernel);
+     * {@code tile4x4} T = 1 at 4 warps (7-9 % slower);
      * {@code pipe} the persistent pipelined kernels at the warps per block of
      * {@link #pipelinedWarps}, {@code pipe4} / {@code pipe8} those at 4 / 8 warps for every T. The
      * pipelined kernels measured 1.1 to 1.7 times slower than the tiled ones on the H100 at the 8B
@@ -320,20 +322,20 @@ final class Mamba2BatchKernels {
         };
     }
 
-    /** Warps per block of the tiled kernel at T = 1, or 0 where T = 1 runs the generic kernel. */
+    /** Warps per block of the tiled kernel at T = 1, or 0 where T = 1 runs the generic kernel (pipe*, previous). */
     static int tileT1Warps() {
         return switch (verifyKernel()) {
             case "tile4x4" -> 4;
-            case "tile4x4w8" -> 8;
+            case "tile" -> 8;
             default -> 0;
         };
     }
 
     private static String verifyKernel() {
         String k = System.getProperty(VERIFY_KERNEL_PROPERTY, "tile");
-        if (!java.util.Set.of("tile", "tile4x4", "tile4x4w8", "pipe", "pipe4", "pipe8").contains(k)) {
+        if (!java.util.Set.of("tile", "previous", "tile4x4", "pipe", "pipe4", "pipe8").contains(k)) {
             throw new IllegalArgumentException(VERIFY_KERNEL_PROPERTY + "=" + k
-                    + ": not tile, tile4x4, tile4x4w8, pipe, pipe4 or pipe8");
+                    + ": not tile, previous, tile4x4, pipe, pipe4 or pipe8");
         }
         return k;
     }
