@@ -742,13 +742,376 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
         m2_replay_verify_vk128_impl<TT, NW, W>(states, prevs, counts, xBC, dtRaw, dtBias, aLog, dd, nexts, y, H, \
                                            P, G, dtMin, dtMax);                                               \
     }
-// T = 2 .. 4: 4 warps (16 rows, 8 blocks an SM); T = 5 .. 8: 8 warps (32 rows, 4 blocks an SM); T = 1 runs
-// the generic kernel. Measured on the H100 at the 8B shape (StateUpdateBench, batch 32 .. 256), each the
+// T = 2 .. 4: 4 warps (16 rows, 8 blocks an SM); T = 5 .. 8 and T = 1: 8 warps (32 rows, 4 blocks an SM). At
+// T = 1 the 8-warp kernel measured 2-3 % faster than the generic one, the 4-warp one 7-9 % slower. Measured on the H100 at the 8B shape (StateUpdateBench, batch 32 .. 256), each the
 // fastest of the three at its T.
 #define M2R(SUF, W)                                                                                   \
+    M2R_K2(SUF, W, 1, 4, m2_replay_verify_vk128w4_t1_##SUF, 8) M2R_K2(SUF, W, 1, 8, m2_replay_verify_vk128_t1_##SUF, 4) \
     M2R_K2(SUF, W, 2, 4, m2_replay_verify_vk128w4_t2_##SUF, 8)                                        \
     M2R_K2(SUF, W, 3, 4, m2_replay_verify_vk128w4_t3_##SUF, 8)                                        \
     M2R_K2(SUF, W, 4, 4, m2_replay_verify_vk128w4_t4_##SUF, 8)                                        \
     M2R_K2(SUF, W, 5, 8, m2_replay_verify_vk128_t5_##SUF, 4) M2R_K2(SUF, W, 6, 8, m2_replay_verify_vk128_t6_##SUF, 4) \
     M2R_K2(SUF, W, 7, 8, m2_replay_verify_vk128_t7_##SUF, 4) M2R_K2(SUF, W, 8, 8, m2_replay_verify_vk128_t8_##SUF, 4)
 HYSPEC_FOR_WEIGHT_TYPES(M2R)
+
+// ---------------------------------------------------------------------------------------------------
+// The same kernel as a persistent, software-pipelined grid (min(items, blocks resident) blocks, each
+// looping over work items (row, head, p tile), item = tile + tiles * (h + H * r), stride gridDim.x): a
+// block issues the next item's state tile (cp.async, 16 bytes a vector, into the other of two shared
+// buffers) before it stages, replays and computes the current one, so every resident block keeps a
+// state tile of reads in flight while it computes. The math and its rounding order are the kernel's above.
+// Measured on the H100 at the 8B shape (batch 32 .. 256) it ran 1.1-1.7x the time of the tiled kernels
+// (8 warps the better; 16-32 bytes of spills at 64 registers): kept for comparisons only.
+__device__ __forceinline__ void m2p_cp_async16(void* dst, const void* src) {
+    const uint32_t s = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src));
+}
+__device__ __forceinline__ void m2p_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void m2p_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+
+template <int TT, int NW, typename W>
+__device__ void m2_replay_verify_vk128p_impl(float* const* __restrict__ states, const float* const* __restrict__ prevs,
+                                            const int* __restrict__ counts, const float* __restrict__ xBCAll,
+                                            const float* __restrict__ dtRawAll, const W* __restrict__ dtBias,
+                                            const W* __restrict__ aLog, const W* __restrict__ dd,
+                                            float* const* __restrict__ nexts, float* __restrict__ yAll, int R, int H, int P,
+                                            int G, float dtMin, float dtMax) {
+    constexpr int N = M2R_N, PT = 4 * NW, NT = 32 * NW, TC = M2V_TC, XV = PT / 4;
+    __shared__ __align__(16) float sB[TT][N];      // B_t
+    __shared__ __align__(16) float sC[TT][N];      // C_t
+    __shared__ __align__(16) float sx[TT][PT];     // x_t of the tile
+    __shared__ __align__(16) float pX[TC][PT];     // previous tokens' x (the tile)
+    __shared__ __align__(16) float pB[TC][N];      // previous tokens' B
+    __shared__ __align__(16) float red[TT][PT];    // C_t . S(L) per row
+    __shared__ float coef[TT][TT];                 // (C_t . B_j) e^{c_t - c_j} dt_j
+    __shared__ float sw[TC], sdt[TT], scar[TT], seL;
+
+    __shared__ __align__(16) float sS[2][PT][N];   // state tiles: this item's and the next one's (cp.async)
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int row0 = warp * 4;                      // the warp's rows p0 + row0 .. +3
+    const int col = lane * 4;
+    const int tiles = (P + PT - 1) / PT, items = R * H * tiles;
+    const int conv = H * P + 2 * G * N;
+    const int width = H * P + G * N + 2 * H;
+    const int hDt = H * P + G * N;
+    // A thread copies exactly the state vectors it later reads: its own cp.async groups need no barrier.
+    auto issue = [&](int it, int buf) {
+        const int tl = it % tiles, hh = (it / tiles) % H, rr = it / (tiles * H);
+        const int pp = tl * PT;
+        if (row0 < min(PT, P - pp)) {
+            const float* Sn = states[rr] + ((long)hh * P + pp) * N;
+#pragma unroll
+            for (int i = 0; i < 4; i++) m2p_cp_async16(&sS[buf][row0 + i][col], Sn + (long)(row0 + i) * N + col);
+        }
+    };
+    int item = blockIdx.x;
+    if (item < items) issue(item, 0);
+    m2p_commit();
+    for (int it = 0; item < items; it++, item += gridDim.x) {
+    const int buf = it & 1;
+    if (item + (int)gridDim.x < items) issue(item + gridDim.x, buf ^ 1);
+    m2p_commit();
+    const int tile = item % tiles, h = (item / tiles) % H, r = item / (tiles * H), p0 = tile * PT;
+    const int pw = min(PT, P - p0);                 // a multiple of 4
+    const int hpg = H / G, g = h / hpg;
+    const int bOff = H * P + g * N, cOff = H * P + G * N + g * N;
+    const bool rowsOk = row0 < pw;
+
+    float* S = states[r] + ((long)h * P + p0) * N;
+    const float* prev = prevs[r];
+    const int count = counts[r];
+    const float* xBC = xBCAll + (long)r * TT * conv;
+
+    // Round 1: this step's dt, the previous tokens' weights' inputs (the state tile is in flight).
+    float s[4][4];
+    const int jc0 = min(TC, count);
+    const int jt = tid - 32;
+    float dtr = 0.f, cj = 0.f, dtj = 0.f, cL = 0.f;
+    if (tid < TT) dtr = dtRawAll[((long)r * TT + tid) * H + h];
+    if ((jt >= 0 && jt < jc0) || tid == 64) {
+        if (count > 0) cL = prev[(long)(count - 1) * width + hDt + H + h];
+        if (jt >= 0 && jt < jc0) {
+            cj = prev[(long)jt * width + hDt + H + h];
+            dtj = prev[(long)jt * width + hDt + h];
+        }
+    }
+    if constexpr (NW == 8) {
+    // Round 2: the tokens' B, C (2*TT*32 vectors), x (TT*8), the previous tokens' x (jc*8) and B (jc*32);
+    // at most 2 + 1 + 1 + 1 vectors a thread, all loads before the stores.
+    {
+        float4 v0, v1, v2, v3, v4;
+        const int e0 = tid, e1 = tid + 256;
+        const bool a0 = e0 < 2 * TT * 32, a1 = e1 < 2 * TT * 32;
+        const bool a2 = tid < TT * 8 && (tid & 7) * 4 < pw;
+        const bool a3 = tid < jc0 * 8 && (tid & 7) * 4 < pw;
+        const bool a4 = tid < jc0 * 32;
+        auto bc = [&](int e) {
+            const int q = e >> 5, c = (e & 31) * 4;
+            return reinterpret_cast<const float4*>(xBC + (long)(q < TT ? q : q - TT) * conv + (q < TT ? bOff : cOff) + c);
+        };
+        if (a0) v0 = *bc(e0);
+        if (a1) v1 = *bc(e1);
+        if (a2) v2 = *reinterpret_cast<const float4*>(xBC + (long)(tid >> 3) * conv + h * P + p0 + (tid & 7) * 4);
+        if (a3) v3 = *reinterpret_cast<const float4*>(prev + (long)(tid >> 3) * width + h * P + p0 + (tid & 7) * 4);
+        if (a4) v4 = *reinterpret_cast<const float4*>(prev + (long)(tid >> 5) * width + bOff + (tid & 31) * 4);
+        float* sBC = &sB[0][0];   // sB and sC are contiguous: [2*TT][N]
+        if (a0) *reinterpret_cast<float4*>(e0 < TT * 32 ? sBC + e0 * 4 : &sC[0][0] + (e0 - TT * 32) * 4) = v0;
+        if (a1) *reinterpret_cast<float4*>(e1 < TT * 32 ? sBC + e1 * 4 : &sC[0][0] + (e1 - TT * 32) * 4) = v1;
+        if (a2) *reinterpret_cast<float4*>(&sx[tid >> 3][(tid & 7) * 4]) = v2;
+        if (a3) *reinterpret_cast<float4*>(&pX[tid >> 3][(tid & 7) * 4]) = v3;
+        if (a4) *reinterpret_cast<float4*>(&pB[tid >> 5][(tid & 31) * 4]) = v4;
+    }
+    } else {
+    // Round 2: the tokens' B, C (2*TT*32 vectors), x (TT*XV), the previous tokens' x (jc*XV) and B (jc*32),
+    // all loads of a thread before its stores.
+    {
+        constexpr int UBC = (2 * TT * 32 + NT - 1) / NT, UX = (TT * XV + NT - 1) / NT;
+        constexpr int UPX = (TC * XV + NT - 1) / NT, UP = (TC * 32 + NT - 1) / NT;
+        float4 vbc[UBC], vx[UX], vpx[UPX], vpb[UP];
+#pragma unroll
+        for (int u = 0; u < UBC; u++) {
+            const int e = tid + u * NT, q = e >> 5, c = (e & 31) * 4;
+            if (e < 2 * TT * 32)
+                vbc[u] = *reinterpret_cast<const float4*>(xBC + (long)(q < TT ? q : q - TT) * conv + (q < TT ? bOff : cOff) + c);
+        }
+#pragma unroll
+        for (int u = 0; u < UX; u++) {
+            const int e = tid + u * NT;
+            if (e < TT * XV && (e % XV) * 4 < pw)
+                vx[u] = *reinterpret_cast<const float4*>(xBC + (long)(e / XV) * conv + h * P + p0 + (e % XV) * 4);
+        }
+#pragma unroll
+        for (int u = 0; u < UPX; u++) {
+            const int e = tid + u * NT;
+            if (e < jc0 * XV && (e % XV) * 4 < pw)
+                vpx[u] = *reinterpret_cast<const float4*>(prev + (long)(e / XV) * width + h * P + p0 + (e % XV) * 4);
+        }
+#pragma unroll
+        for (int u = 0; u < UP; u++) {
+            const int e = tid + u * NT;
+            if (e < jc0 * 32) vpb[u] = *reinterpret_cast<const float4*>(prev + (long)(e >> 5) * width + bOff + (e & 31) * 4);
+        }
+#pragma unroll
+        for (int u = 0; u < UBC; u++) {
+            const int e = tid + u * NT;
+            if (e < 2 * TT * 32)
+                *reinterpret_cast<float4*>(e < TT * 32 ? &sB[0][0] + e * 4 : &sC[0][0] + (e - TT * 32) * 4) = vbc[u];
+        }
+#pragma unroll
+        for (int u = 0; u < UX; u++) {
+            const int e = tid + u * NT;
+            if (e < TT * XV && (e % XV) * 4 < pw) *reinterpret_cast<float4*>(&sx[e / XV][(e % XV) * 4]) = vx[u];
+        }
+#pragma unroll
+        for (int u = 0; u < UPX; u++) {
+            const int e = tid + u * NT;
+            if (e < jc0 * XV && (e % XV) * 4 < pw) *reinterpret_cast<float4*>(&pX[e / XV][(e % XV) * 4]) = vpx[u];
+        }
+#pragma unroll
+        for (int u = 0; u < UP; u++) {
+            const int e = tid + u * NT;
+            if (e < jc0 * 32) *reinterpret_cast<float4*>(&pB[e >> 5][(e & 31) * 4]) = vpb[u];
+        }
+    }
+    }
+    if (tid < TT) sdt[tid] = m2_dt(dtr, ld(dtBias, h), dtMin, dtMax);
+    if (jt >= 0 && jt < jc0) sw[jt] = m2_exp(__fsub_rn(cL, cj)) * dtj;
+    if (tid == 64) seL = count > 0 ? m2_exp(cL) : 1.f;
+    m2p_wait1();
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        if (rowsOk) {
+            const float4 q = m2r_lds4(&sS[buf][row0 + i][col]);
+            s[i][0] = q.x; s[i][1] = q.y; s[i][2] = q.z; s[i][3] = q.w;
+        } else {
+            s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+        }
+    }
+    __syncthreads();
+
+    // Replay: S(L) = e^{c_{count-1}} S_old + sum_j (w_j x_j[p]) B_j[n], TC previous tokens at a time.
+    for (int j0 = 0; j0 == 0 || j0 < count; j0 += TC) {
+        const int jc = min(TC, count - j0);
+        if (j0 > 0) {
+            __syncthreads();   // the previous chunk is no longer read
+            if constexpr (NW == 8) {
+            if (tid < jc * 8 && (tid & 7) * 4 < pw) {
+                *reinterpret_cast<float4*>(&pX[tid >> 3][(tid & 7) * 4]) = *reinterpret_cast<const float4*>(
+                        prev + (long)(j0 + (tid >> 3)) * width + h * P + p0 + (tid & 7) * 4);
+            }
+            if (tid < jc * 32) {
+                *reinterpret_cast<float4*>(&pB[tid >> 5][(tid & 31) * 4]) = *reinterpret_cast<const float4*>(
+                        prev + (long)(j0 + (tid >> 5)) * width + bOff + (tid & 31) * 4);
+            }
+            } else {
+            for (int e = tid; e < jc * XV; e += NT) {
+                if ((e % XV) * 4 < pw) {
+                    *reinterpret_cast<float4*>(&pX[e / XV][(e % XV) * 4]) = *reinterpret_cast<const float4*>(
+                            prev + (long)(j0 + e / XV) * width + h * P + p0 + (e % XV) * 4);
+                }
+            }
+            for (int e = tid; e < jc * 32; e += NT) {
+                *reinterpret_cast<float4*>(&pB[e >> 5][(e & 31) * 4]) = *reinterpret_cast<const float4*>(
+                        prev + (long)(j0 + (e >> 5)) * width + bOff + (e & 31) * 4);
+            }
+            }
+            if (jt >= 0 && jt < jc) {
+                const float* row = prev + (long)(j0 + jt) * width;
+                sw[jt] = m2_exp(__fsub_rn(cL, row[hDt + H + h])) * row[hDt + h];
+            }
+            __syncthreads();
+        } else if (count > 0) {
+            const float eL = seL;
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int v = 0; v < 4; v++) s[i][v] *= eL;
+        }
+#pragma unroll 2
+        for (int jj = 0; jj < jc; jj++) {
+            const float w = sw[jj];
+            const float4 xr = m2r_lds4(&pX[jj][row0 & (PT - 1)]);
+            const float4 b = m2r_lds4(&pB[jj][col]);
+            const float xs[4] = {xr.x, xr.y, xr.z, xr.w};
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const float c = w * xs[i];
+                s[i][0] += c * b.x; s[i][1] += c * b.y; s[i][2] += c * b.z; s[i][3] += c * b.w;
+            }
+        }
+    }
+    if (count > 0 && rowsOk) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            __stcs(reinterpret_cast<float4*>(S + (long)(row0 + i) * N + col), make_float4(s[i][0], s[i][1], s[i][2], s[i][3]));
+        }
+    }
+
+    // History rows of this step: x (this tile), B (the group's first head, first tile), dt and c (first tile).
+    float* next = nexts[r];
+    if constexpr (NW == 8) {
+    if (tid < TT * 8 && (tid & 7) * 4 < pw) {
+        *reinterpret_cast<float4*>(next + (long)(tid >> 3) * width + h * P + p0 + (tid & 7) * 4) =
+                m2r_lds4(&sx[tid >> 3][(tid & 7) * 4]);
+    }
+    } else {
+    for (int e = tid; e < TT * XV; e += NT) {
+        if ((e % XV) * 4 < pw) {
+            *reinterpret_cast<float4*>(next + (long)(e / XV) * width + h * P + p0 + (e % XV) * 4) =
+                    m2r_lds4(&sx[e / XV][(e % XV) * 4]);
+        }
+    }
+    }
+    if (tile == 0 && h % hpg == 0) {
+        for (int i = tid; i < TT * 32; i += blockDim.x) {
+            *reinterpret_cast<float4*>(next + (long)(i >> 5) * width + bOff + (i & 31) * 4) = m2r_lds4(&sB[i >> 5][(i & 31) * 4]);
+        }
+    }
+    const float A = m2_a(ld(aLog, h));
+    if (tile == 0 && tid < TT) {
+        next[(long)tid * width + hDt + h] = sdt[tid];
+        next[(long)tid * width + hDt + H + h] = m2v_csum(sdt, tid, A);
+    }
+
+    // C_t . S(L): tokens two at a time, 8 row sums reduced over the warp.
+#pragma unroll
+    for (int t0 = 0; t0 < TT; t0 += 2) {
+        float v[8];
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int t = t0 + u;
+            if (t < TT) {
+                const float4 c = m2r_lds4(&sC[t][col]);
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    v[u * 4 + i] = s[i][0] * c.x + s[i][1] * c.y + s[i][2] * c.z + s[i][3] * c.w;
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < 4; i++) v[u * 4 + i] = 0.f;
+            }
+        }
+        m2r_reduce8(v, lane);
+        const int k = m2r_slot8(lane), t = t0 + (k >> 2);
+        if ((lane & 3) == 0 && t < TT && rowsOk) red[t][row0 + (k & 3)] = v[0];
+    }
+    // Warp t < TT: C_t . B_j for j <= t, then the coefficient of x_j in y_t; lane 31: e^{c_t}.
+    if constexpr (NW == 8) {
+    if (warp < TT) {
+        const int t = warp;
+        const float4 c = m2r_lds4(&sC[t][col]);
+        float v[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            if (j < TT && j <= t) {
+                const float4 b = m2r_lds4(&sB[j][col]);
+                v[j] = c.x * b.x + c.y * b.y + c.z * b.z + c.w * b.w;
+            } else {
+                v[j] = 0.f;
+            }
+        }
+        m2r_reduce8(v, lane);
+        const int j = m2r_slot8(lane);
+        if ((lane & 3) == 0 && j <= t) {
+            coef[t][j] = v[0] * m2_exp(__fsub_rn(m2v_csum(sdt, t, A), m2v_csum(sdt, j, A))) * sdt[j];
+        }
+        if (lane == 31) scar[t] = m2_exp(m2v_csum(sdt, t, A));
+        }
+    } else {
+#pragma unroll
+    for (int t = warp; t < TT; t += NW) {
+        const float4 c = m2r_lds4(&sC[t][col]);
+        float v[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            if (j < TT && j <= t) {
+                const float4 b = m2r_lds4(&sB[j][col]);
+                v[j] = c.x * b.x + c.y * b.y + c.z * b.z + c.w * b.w;
+            } else {
+                v[j] = 0.f;
+            }
+        }
+        m2r_reduce8(v, lane);
+        const int j = m2r_slot8(lane);
+        if ((lane & 3) == 0 && j <= t) {
+            coef[t][j] = v[0] * m2_exp(__fsub_rn(m2v_csum(sdt, t, A), m2v_csum(sdt, j, A))) * sdt[j];
+        }
+        if (lane == 31) scar[t] = m2_exp(m2v_csum(sdt, t, A));
+        }
+    }
+    __syncthreads();
+
+    // y_t[p] = e^{c_t} (C_t . S(L))[p] + sum_{j<=t} coef[t][j] x_j[p] + D x_t[p], one element a thread.
+    const float Dh = ld(dd, h);
+    float* y = yAll + (long)r * TT * H * P + (long)h * P + p0;
+    for (int i = tid; i < TT * PT; i += blockDim.x) {
+        const int t = i / PT, pl = i % PT;
+        if (pl < pw) {
+            float v = scar[t] * red[t][pl];
+#pragma unroll
+            for (int j = 0; j < TT; j++) {
+                if (j <= t) v += coef[t][j] * sx[j][pl];
+            }
+            v += Dh * sx[t][pl];
+            y[(long)t * H * P + pl] = v;
+        }
+    }
+    __syncthreads();   // the next item's staging overwrites what this one's outputs read
+    }
+}
+
+
+#define M2P_K(SUF, W, TT, NW, MINB)                                                                          \
+    extern "C" __global__ void __launch_bounds__(32 * NW, MINB) m2_replay_verify_vk128p_w##NW##_t##TT##_##SUF( \
+        float *const *states, const float *const *prevs, const int *counts, const float *xBC,                 \
+        const float *dtRaw, const W *dtBias, const W *aLog, const W *dd, float *const *nexts, float *y, int R, \
+        int H, int P, int G, float dtMin, float dtMax) {                                                      \
+        m2_replay_verify_vk128p_impl<TT, NW, W>(states, prevs, counts, xBC, dtRaw, dtBias, aLog, dd, nexts, y, R, \
+                                                H, P, G, dtMin, dtMax);                                       \
+    }
+// 4 warps: 6 blocks an SM (80 registers); 8 warps: 4 blocks an SM (64 registers).
+#define M2P_T(SUF, W, TT) M2P_K(SUF, W, TT, 4, 6) M2P_K(SUF, W, TT, 8, 4)
+#define M2P(SUF, W)                                                                                   \
+    M2P_T(SUF, W, 1) M2P_T(SUF, W, 2) M2P_T(SUF, W, 3) M2P_T(SUF, W, 4) M2P_T(SUF, W, 5) M2P_T(SUF, W, 6) \
+    M2P_T(SUF, W, 7) M2P_T(SUF, W, 8)
+HYSPEC_FOR_WEIGHT_TYPES(M2P)

@@ -40,8 +40,11 @@ import java.util.function.IntConsumer;
  * <pre>
  * args: --out FILE.json [--quick]    (--quick: batches 1 and 64, fewer timed calls: a smoke test)
  *       [--arch mamba2,gdn] [--ops replay,intermediate-copy,decode] [--T 1,4,6]
- *       [--batches 32,64,256] [--layouts VK,KV]
+ *       [--batches 32,64,256] [--layouts VK,KV] [--verify-kernels tile,pipe]
  * </pre>
+ * {@code --verify-kernels} times the Mamba2 replay once per listed value of the system property
+ * {@code hyspec.mamba2.verify-kernel} (the VK N = 128 kernels: tile, previous, tile4x4, pipe, pipe4, pipe8), each
+ * figure's operation labelled {@code replay/VALUE}, so kernels are compared within one run.
  * The filters narrow a run to the listed architectures, operations, tokens per row, batches and
  * state layouts (each defaults to everything); the checks run for the operations still selected.
  * Run on the device through {@code scripts/device/bench.sh}.
@@ -82,6 +85,9 @@ public final class StateUpdateBench {
     /** What a run measures: {@link #CASES} narrowed by the command line's filters, the T and batches. */
     record Selection(List<Case> cases, int[] tokens, int[] batches) {}
 
+    /** Values of hyspec.mamba2.verify-kernel to time the Mamba2 replay under (null: as configured). */
+    private static List<String> verifyKernels;
+
     private final CudaBackend gpu;
     private final EventTimer timer;
     private final Effort effort;
@@ -117,6 +123,7 @@ public final class StateUpdateBench {
                 case "--layouts" -> layouts = list(args[++i]);
                 case "--T" -> tokens = ints(args[++i]);
                 case "--batches" -> batches = ints(args[++i]);
+                case "--verify-kernels" -> verifyKernels = list(args[++i]);
                 default -> usage("unknown argument " + args[i]);
             }
         }
@@ -277,18 +284,33 @@ public final class StateUpdateBench {
                 if (op == Op.DECODE && tokens != 1) {
                     continue;   // a decode row carries one token
                 }
-                long wall = System.nanoTime();
-                Timed t = time(s -> w.run(op, rows[s], params), sets);
-                long bytes = w.floorBytes(op, tokens, batch);
-                Result r = new Result(w.arch(), op.label, c.layout(), tokens, batch, t.medianUs(),
-                        bytes / bandwidth * 1e6, bytes, sets, t.runs(), t.hostBound());
-                results.add(r);
-                System.out.printf(Locale.ROOT,
-                        "[state-update] %-6s %-17s %s T=%d R=%3d: %10.1f us, floor %10.1f us, %5.2fx, %6.0f GB/s%s"
-                                + " (%d sets, %d calls, %.1f s)%n",
-                        r.arch(), r.op(), r.layout(), tokens, batch, r.medianUs(), r.floorUs(), r.ratio(),
-                        r.achievedGBs(), r.hostBound() ? " HOST-BOUND" : "", sets, t.runs(),
-                        (System.nanoTime() - wall) / 1e9);
+                List<String> variants = op == Op.REPLAY && w.arch().equals("mamba2") && verifyKernels != null
+                        ? verifyKernels : java.util.Collections.singletonList(null);
+                for (String variant : variants) {
+                    String label = op.label;
+                    if (variant != null) {
+                        System.setProperty("hyspec.mamba2.verify-kernel", variant);
+                        label = op.label + "/" + variant;
+                    }
+                    try {
+                        long wall = System.nanoTime();
+                        Timed t = time(s -> w.run(op, rows[s], params), sets);
+                        long bytes = w.floorBytes(op, tokens, batch);
+                        Result r = new Result(w.arch(), label, c.layout(), tokens, batch, t.medianUs(),
+                                bytes / bandwidth * 1e6, bytes, sets, t.runs(), t.hostBound());
+                        results.add(r);
+                        System.out.printf(Locale.ROOT,
+                                "[state-update] %-6s %-17s %s T=%d R=%3d: %10.1f us, floor %10.1f us, %5.2fx, %6.0f GB/s%s"
+                                        + " (%d sets, %d calls, %.1f s)%n",
+                                r.arch(), r.op(), r.layout(), tokens, batch, r.medianUs(), r.floorUs(), r.ratio(),
+                                r.achievedGBs(), r.hostBound() ? " HOST-BOUND" : "", sets, t.runs(),
+                                (System.nanoTime() - wall) / 1e9);
+                    } finally {
+                        if (variant != null) {
+                            System.clearProperty("hyspec.mamba2.verify-kernel");
+                        }
+                    }
+                }
             }
         }
         for (StateRows r : rows) {
