@@ -31,9 +31,9 @@ public final class SpecConsistency {
             report("no-spec again", first, second);
             Mode replay = Mode.spec(ReplayStrategy.ID, DecodeBench.NUM_DRAFTS);
             report("replay, default kernels", first, DecodeRun.run(model, batch, replay, w, 7, first.outputs()));
-            System.setProperty("hyspec.mamba2.generic-verify", "true");
+            System.setProperty("hyspec.mamba2.verify-kernel", "generic");
             report("replay, generic mamba2 verify", first, DecodeRun.run(model, batch, replay, w, 7, first.outputs()));
-            System.clearProperty("hyspec.mamba2.generic-verify");
+            System.clearProperty("hyspec.mamba2.verify-kernel");
         }
     }
 

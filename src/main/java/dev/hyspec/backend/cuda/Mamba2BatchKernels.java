@@ -236,7 +236,7 @@ final class Mamba2BatchKernels {
         boolean vk = layout == StateLayout.VK;
         int n = dims.stateSize();
         boolean v4 = vec4(dims, xBC, states, previous, next);
-        if (vk && v4 && n == VK128_N && !Boolean.getBoolean(GENERIC_VERIFY_PROPERTY)) {
+        if (vk && v4 && n == VK128_N && !verifyKernel().equals("generic")) {
             int warps = pipelinedWarps(tokensPerRow);
             if (warps > 0) {
                 replayVerifyVk128Pipelined(states, previous, counts, xBC, dtRaw, dtBias, aLog, d, dims, next,
@@ -269,9 +269,6 @@ final class Mamba2BatchKernels {
         }
     }
 
-    /** Set to {@code true}, every T runs the generic replay-verify kernel (for comparisons). */
-    static final String GENERIC_VERIFY_PROPERTY = "hyspec.mamba2.generic-verify";
-
     /** The state size the VK kernel with a 4 x 4 block per thread and T fixed at compile time takes. */
     private static final int VK128_N = 128;
     /** Up to this T it runs 4 warps a block (16 rows p), above it 8 (32 rows). */
@@ -303,7 +300,7 @@ final class Mamba2BatchKernels {
      * benchmarks and tests): {@code tile} (default) the one-tile-per-block kernels, T = 1 at 8 warps
      * (m2_replay_verify_vk128_t1: 2-3 % faster than the generic kernel on the H100 at the 8B shape,
      * batch 32 … 256); {@code previous} the kernels before that (T = 1: the generic kernel);
-     * {@code tile4x4} T = 1 at 4 warps (7-9 % slower);
+     * {@code tile4x4} T = 1 at 4 warps (7-9 % slower); {@code generic} every T on the generic kernel;
      * {@code pipe} the persistent pipelined kernels at the warps per block of
      * {@link #pipelinedWarps}, {@code pipe4} / {@code pipe8} those at 4 / 8 warps for every T. The
      * pipelined kernels measured 1.1 to 1.7 times slower than the tiled ones on the H100 at the 8B
@@ -333,9 +330,9 @@ final class Mamba2BatchKernels {
 
     private static String verifyKernel() {
         String k = System.getProperty(VERIFY_KERNEL_PROPERTY, "tile");
-        if (!java.util.Set.of("tile", "previous", "tile4x4", "pipe", "pipe4", "pipe8").contains(k)) {
+        if (!java.util.Set.of("tile", "previous", "tile4x4", "generic", "pipe", "pipe4", "pipe8").contains(k)) {
             throw new IllegalArgumentException(VERIFY_KERNEL_PROPERTY + "=" + k
-                    + ": not tile, previous, tile4x4, pipe, pipe4 or pipe8");
+                    + ": not tile, previous, tile4x4, generic, pipe, pipe4 or pipe8");
         }
         return k;
     }
