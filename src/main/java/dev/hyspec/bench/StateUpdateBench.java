@@ -43,7 +43,7 @@ import java.util.function.IntConsumer;
  *       [--batches 32,64,256] [--layouts VK,KV] [--verify-kernels tile,pipe]
  * </pre>
  * {@code --verify-kernels} times the Mamba2 replay once per listed value of the system property
- * {@code hyspec.mamba2.verify-kernel} (the VK N = 128 kernels: tile, previous, tile4x4, pipe, pipe4, pipe8), each
+ * {@code hyspec.mamba2.verify-kernel} (the VK N = 128 kernels: tile, previous, tile4x4, generic), each
  * figure's operation labelled {@code replay/VALUE}, so kernels are compared within one run.
  * The filters narrow a run to the listed architectures, operations, tokens per row, batches and
  * state layouts (each defaults to everything); the checks run for the operations still selected.

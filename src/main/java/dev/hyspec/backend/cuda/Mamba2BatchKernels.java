@@ -237,12 +237,6 @@ final class Mamba2BatchKernels {
         int n = dims.stateSize();
         boolean v4 = vec4(dims, xBC, states, previous, next);
         if (vk && v4 && n == VK128_N && !verifyKernel().equals("generic")) {
-            int warps = pipelinedWarps(tokensPerRow);
-            if (warps > 0) {
-                replayVerifyVk128Pipelined(states, previous, counts, xBC, dtRaw, dtBias, aLog, d, dims, next,
-                        tokensPerRow, y, rows, warps);
-                return;
-            }
             if (tokensPerRow >= 2 || tileT1Warps() > 0) {
                 replayVerifyVk128(states, previous, counts, xBC, dtRaw, dtBias, aLog, d, dims, next, tokensPerRow, y,
                         rows);
@@ -300,26 +294,11 @@ final class Mamba2BatchKernels {
      * benchmarks and tests): {@code tile} (default) the one-tile-per-block kernels, T = 1 at 8 warps
      * (m2_replay_verify_vk128_t1: 2-3 % faster than the generic kernel on the H100 at the 8B shape,
      * batch 32 … 256); {@code previous} the kernels before that (T = 1: the generic kernel);
-     * {@code tile4x4} T = 1 at 4 warps (7-9 % slower); {@code generic} every T on the generic kernel;
-     * {@code pipe} the persistent pipelined kernels at the warps per block of
-     * {@link #pipelinedWarps}, {@code pipe4} / {@code pipe8} those at 4 / 8 warps for every T. The
-     * pipelined kernels measured 1.1 to 1.7 times slower than the tiled ones on the H100 at the 8B
-     * shape (batch 32 … 256, T = 1, 4, 6).
+     * {@code tile4x4} T = 1 at 4 warps (7-9 % slower); {@code generic} every T on the generic kernel.
      */
     static final String VERIFY_KERNEL_PROPERTY = "hyspec.mamba2.verify-kernel";
 
-    /** Warps per block of the pipelined kernel for T tokens per row, or 0 where it does not run. */
-    static int pipelinedWarps(int tokensPerRow) {
-        String k = verifyKernel();
-        return switch (k) {
-            case "pipe" -> tokensPerRow <= VK128_SMALL_T ? 4 : 8;
-            case "pipe4" -> 4;
-            case "pipe8" -> 8;
-            default -> 0;
-        };
-    }
-
-    /** Warps per block of the tiled kernel at T = 1, or 0 where T = 1 runs the generic kernel (pipe*, previous). */
+    /** Warps per block of the tiled kernel at T = 1, or 0 where T = 1 runs the generic kernel (previous, generic). */
     static int tileT1Warps() {
         return switch (verifyKernel()) {
             case "tile4x4" -> 4;
@@ -330,45 +309,11 @@ final class Mamba2BatchKernels {
 
     private static String verifyKernel() {
         String k = System.getProperty(VERIFY_KERNEL_PROPERTY, "tile");
-        if (!java.util.Set.of("tile", "previous", "tile4x4", "generic", "pipe", "pipe4", "pipe8").contains(k)) {
+        if (!java.util.Set.of("tile", "previous", "tile4x4", "generic").contains(k)) {
             throw new IllegalArgumentException(VERIFY_KERNEL_PROPERTY + "=" + k
-                    + ": not tile, previous, tile4x4, generic, pipe, pipe4 or pipe8");
+                    + ": not tile, previous, tile4x4 or generic");
         }
         return k;
-    }
-
-    /** Resident blocks per SM of a kernel at a block size (the occupancy calculator), by kernel name. */
-    private final java.util.Map<String, Integer> residentBlocks = new java.util.HashMap<>();
-
-    private int residentBlocks(String kernel, int threads) {
-        return residentBlocks.computeIfAbsent(kernel, k -> {
-            int[] v = new int[1];
-            jcuda.driver.JCudaDriver.cuOccupancyMaxActiveBlocksPerMultiprocessor(v, rt.function(k), threads, 0);
-            return Math.max(1, v[0]);
-        });
-    }
-
-    /**
-     * The replay verify of VK states with N = 128 and 16-byte vectors, T = 1 … 8, as a persistent
-     * grid: min(items, resident blocks) blocks of {@code warps} warps loop over the items (row, head,
-     * tile of 4·warps rows p), each issuing the next item's state tile (cp.async) before computing
-     * the current one: m2_replay_verify_vk128p_w{warps}_t{T}. The grid depends on R, T, the shape and
-     * the device only. See mamba2_verify.cu.
-     */
-    private void replayVerifyVk128Pipelined(CudaTensor[] states, CudaTensor[] previous, int[] counts, CudaTensor xBC,
-                                            CudaTensor dtRaw, CudaTensor dtBias, CudaTensor aLog, CudaTensor d,
-                                            Mamba2Dims dims, CudaTensor[] next, int tokensPerRow, CudaTensor y,
-                                            int rows, int warps) {
-        try (Mamba2Kernels.HeadParams hp = new Mamba2Kernels.HeadParams(rt, dtBias, aLog, d, dims.numHeads())) {
-            String kernel = "m2_replay_verify_vk128p_w" + warps + "_t" + tokensPerRow + "_" + hp.suffix;
-            int threads = 32 * warps;
-            int ptile = 4 * warps;
-            long items = (long) rows * dims.numHeads() * ((dims.headDim() + ptile - 1) / ptile);
-            int blocks = (int) Math.min(items, (long) residentBlocks(kernel, threads) * rt.smCount());
-            rt.launch(kernel, blocks, 1, 1, threads, 0, rt.stagePointers(states), rt.stagePointers(previous),
-                    rt.stage(counts), xBC, dtRaw, hp.dtBias, hp.aLog, hp.d, rt.stagePointers(next), y, rows,
-                    dims.numHeads(), dims.headDim(), dims.nGroups(), dims.dtMin(), dims.dtMax());
-        }
     }
 
     // ---------------------------------------------------------------- checks

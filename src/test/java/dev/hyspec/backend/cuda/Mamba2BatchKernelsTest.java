@@ -371,12 +371,12 @@ class Mamba2BatchKernelsTest {
         replayVerifyCase(r, SHAPES[1], StateLayout.VK, 3, Mamba2BatchKernels.VERIFY_MAX_TOKENS + 1, variant);
     }
 
-    /** The VK N = 128 kernels the default dispatch does not take: the previous T = 1 (generic) one, tiled at T = 1 at 4 warps, pipelined (4 and 8 warps, every T). */
+    /** The VK N = 128 kernels the default dispatch does not take: the previous T = 1 (generic) one, tiled at T = 1 at 4 warps. */
     @Test
     void replayVerifyBatchMatchesCpuForEveryKernel() {
         Random r = random();
         int variant = 0;
-        for (String kernel : new String[] {"previous", "tile4x4", "pipe4", "pipe8"}) {
+        for (String kernel : new String[] {"previous", "tile4x4"}) {
             System.setProperty(Mamba2BatchKernels.VERIFY_KERNEL_PROPERTY, kernel);
             try {
                 for (Shape s : SHAPES) {
