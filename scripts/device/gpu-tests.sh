@@ -40,7 +40,7 @@ stage)
   cp "$tmp/jcuda-driver-natives.jar" "$stage/lib/"
   rm -rf "$tmp"
   [ -d "$stage/fixtures" ] || cp -r ../shared/fixtures/hf-tiny "$stage/fixtures"
-  # the PTX is 11 MB of text: it travels compressed (a device call carries 64 MiB in all)
+  # the PTX is about 22 MB of text: it travels compressed (a device call carries 64 MiB in all)
   tar cJf "$stage/kernels.txz" -C "$stage/classes" native-kernels
   rm -rf "$stage/classes/native-kernels"
   ../shared/tools/device-jre.sh "$stage" >/dev/null
