@@ -36,6 +36,39 @@ __device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)
 // softplus as torch.nn.functional.softplus (threshold 20)
 __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1pf(expf(x)); }
 
+// The bias of an output of any dtype, or none: biasType 0 none, 1 f32, 2 bf16, 3 f16.
+__device__ __forceinline__ float bias_at(const void* bias, int biasType, int o) {
+    switch (biasType) {
+        case 1: return ld((const float*)bias, o);
+        case 2: return ld((const __nv_bfloat16*)bias, o);
+        case 3: return ld((const __half*)bias, o);
+        default: return 0.f;
+    }
+}
+
+// 16 bytes of weights (one uint4 load) widened to floats: 4 f32, or 8 bf16 / f16 values.
+__device__ __forceinline__ void widen16(uint4 v, float* f, const float*) {
+    f[0] = __uint_as_float(v.x); f[1] = __uint_as_float(v.y);
+    f[2] = __uint_as_float(v.z); f[3] = __uint_as_float(v.w);
+}
+__device__ __forceinline__ void widen16(uint4 v, float* f, const __nv_bfloat16*) {
+    uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        f[2 * j] = __uint_as_float(u[j] << 16);
+        f[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
+    }
+}
+__device__ __forceinline__ void widen16(uint4 v, float* f, const __half*) {
+    uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        float2 p = __half22float2(*reinterpret_cast<__half2*>(&u[j]));
+        f[2 * j] = p.x;
+        f[2 * j + 1] = p.y;
+    }
+}
+
 // Instantiates `NAME_f32`, `NAME_bf16`, `NAME_f16` from a template kernel body taking the weight type W.
 #define HYSPEC_FOR_WEIGHT_TYPES(MACRO) \
     MACRO(f32, float)                  \

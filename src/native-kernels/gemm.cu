@@ -10,7 +10,7 @@
 // Grid (⌈M / BM⌉, ⌈N / BN⌉, splits): the row tiles that share a weight tile are neighbours in launch
 // order, so the second read of a weight tile usually hits L2. Needs K % 8 == 0 (whole 16-byte chunks);
 // tensors start on 256-byte boundaries, so every chunk is 16-byte aligned.
-#include "common.cuh"
+#include "tensor_core.cuh"
 
 namespace {
 
@@ -18,15 +18,6 @@ constexpr int GK = 64;          // k per pipeline stage: 128 bytes of every weig
 constexpr int GLD = GK + 8;     // shared row length in bf16: 144 bytes, so the 8 row addresses of an
                                 // ldmatrix fall in distinct banks and every 16-byte chunk stays aligned
 constexpr int GCH = GK / 8;     // 16-byte chunks per row and stage
-
-__device__ __forceinline__ float gemm_bias_at(const void* bias, int biasType, int o) {
-    switch (biasType) {
-        case 1: return ld((const float*)bias, o);
-        case 2: return ld((const __nv_bfloat16*)bias, o);
-        case 3: return ld((const __half*)bias, o);
-        default: return 0.f;
-    }
-}
 
 // 16 bytes global → shared, bypassing L1; zero-filled when !valid (src then only needs to be mapped).
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
@@ -38,26 +29,6 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t* r, const __nv_bfloat16* p) {
-    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
-
-__device__ __forceinline__ void mma16816(float* c, const uint32_t* a, const uint32_t* b) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-    __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&p);
 }
 
 // One block: BM rows × BN outputs over k ∈ [z·kChunk, min(K, (z+1)·kChunk)). WARPS_M × WARPS_N warps,
@@ -127,14 +98,14 @@ __device__ __forceinline__ void gemm_bf16(const __nv_bfloat16* __restrict__ a, c
 #pragma unroll
             for (int mi = 0; mi < MI; mi++) {
                 int r = wm * TM + mi * 16 + (lane & 15), k = ks + (lane >> 4) * 8;
-                ldsm_x4(af[mi], as + r * GLD + k);
+                ldmatrix_x4(af[mi], as + r * GLD + k);
             }
 #pragma unroll
             for (int nj = 0; nj < NI / 2; nj++) {
                 int mat = lane >> 3;
                 int n = wn * TN + nj * 16 + (mat >> 1) * 8 + (lane & 7), k = ks + (mat & 1) * 8;
                 uint32_t q[4];
-                ldsm_x4(q, bs + n * GLD + k);
+                ldmatrix_x4(q, bs + n * GLD + k);
                 bf[2 * nj][0] = q[0];
                 bf[2 * nj][1] = q[1];
                 bf[2 * nj + 1][0] = q[2];
@@ -143,7 +114,7 @@ __device__ __forceinline__ void gemm_bf16(const __nv_bfloat16* __restrict__ a, c
 #pragma unroll
             for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-                for (int ni = 0; ni < NI; ni++) mma16816(acc[mi][ni], af[mi], bf[ni]);
+                for (int ni = 0; ni < NI; ni++) mma_bf16(acc[mi][ni], af[mi], bf[ni]);
         }
     }
     cp_async_wait<0>();
@@ -167,8 +138,8 @@ __device__ __forceinline__ void gemm_bf16(const __nv_bfloat16* __restrict__ a, c
                     dst = partial + ((long)blockIdx.z * M + mm) * N;
                 } else {
                     dst = out + (long)mm * N;
-                    v0 += gemm_bias_at(bias, biasType, n);
-                    if (n + 1 < N) v1 += gemm_bias_at(bias, biasType, n + 1);
+                    v0 += bias_at(bias, biasType, n);
+                    if (n + 1 < N) v1 += bias_at(bias, biasType, n + 1);
                 }
                 if (pairs) {
                     *reinterpret_cast<float2*>(dst + n) = make_float2(v0, v1);
@@ -186,7 +157,7 @@ __device__ __forceinline__ void gemm_bf16(const __nv_bfloat16* __restrict__ a, c
 extern "C" __global__ void gemm_x_to_bf16(const float4* __restrict__ x, uint2* __restrict__ xb, long n4) {
     for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (long)gridDim.x * blockDim.x) {
         float4 v = __ldg(x + i);
-        xb[i] = make_uint2(pack2(v.x, v.y), pack2(v.z, v.w));
+        xb[i] = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
     }
 }
 
@@ -216,10 +187,10 @@ extern "C" __global__ void gemm_splitk_reduce(const float4* __restrict__ partial
     }
     if (biasType != 0) {
         int n = (int)((i * 4) % N);
-        s.x += gemm_bias_at(bias, biasType, n);
-        s.y += gemm_bias_at(bias, biasType, n + 1);
-        s.z += gemm_bias_at(bias, biasType, n + 2);
-        s.w += gemm_bias_at(bias, biasType, n + 3);
+        s.x += bias_at(bias, biasType, n);
+        s.y += bias_at(bias, biasType, n + 1);
+        s.z += bias_at(bias, biasType, n + 2);
+        s.w += bias_at(bias, biasType, n + 3);
     }
     out[i] = s;
 }

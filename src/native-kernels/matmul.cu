@@ -7,45 +7,12 @@
 //                         x rounded to bf16 as it is loaded; needs in % 8 == 0.
 // Every product accumulates in float32. Tensors start on DeviceMemory's 256-byte boundaries, so row
 // starts are 16-byte aligned whenever the row length in bytes is a multiple of 16.
-#include "common.cuh"
-
-// The bias may be of any dtype (or absent): biasType 0 none, 1 f32, 2 bf16, 3 f16.
-__device__ __forceinline__ float bias_at(const void* bias, int biasType, int o) {
-    switch (biasType) {
-        case 1: return ld((const float*)bias, o);
-        case 2: return ld((const __nv_bfloat16*)bias, o);
-        case 3: return ld((const __half*)bias, o);
-        default: return 0.f;
-    }
-}
+#include "tensor_core.cuh"
 
 // ---- decode-shaped: T ≤ 8 ----
 
 constexpr int MV_THREADS = 128;   // threads of a block; they split `in` between them
 constexpr int MV_UNROLL = 4;      // 16-byte weight loads in flight per row and thread
-
-// 16 bytes of weights widened to floats.
-__device__ __forceinline__ void widen(uint4 v, float* f, const float*) {
-    f[0] = __uint_as_float(v.x); f[1] = __uint_as_float(v.y);
-    f[2] = __uint_as_float(v.z); f[3] = __uint_as_float(v.w);
-}
-__device__ __forceinline__ void widen(uint4 v, float* f, const __nv_bfloat16*) {
-    uint32_t u[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        f[2 * j] = __uint_as_float(u[j] << 16);
-        f[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
-    }
-}
-__device__ __forceinline__ void widen(uint4 v, float* f, const __half*) {
-    uint32_t u[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        float2 p = __half22float2(*reinterpret_cast<__half2*>(&u[j]));
-        f[2 * j] = p.x;
-        f[2 * j + 1] = p.y;
-    }
-}
 
 // Output rows per block of matmul_decode (DenseKernels.decodeRows).
 // Two rows up to T = 2: four rows at T = 1 measured 0.6% slower over a Nemotron-H-8B decode step
@@ -92,7 +59,7 @@ __device__ void matmul_decode(const float* __restrict__ x, const W* __restrict__
                 if (c >= chunks) break;
                 float wf[R][V];
 #pragma unroll
-                for (int r = 0; r < R; r++) widen(wr[u][r], wf[r], w);
+                for (int r = 0; r < R; r++) widen16(wr[u][r], wf[r], w);
 #pragma unroll
                 for (int t = 0; t < T; t++) {
                     const float4* xp = reinterpret_cast<const float4*>(x + (long)t * in + (long)c * V);
@@ -255,26 +222,6 @@ HYSPEC_FOR_WEIGHT_TYPES(MATMUL_SIMT)
 // Grid (⌈out / 128⌉, ⌈T / 128⌉).
 
 constexpr int TC_BM = 128, TC_BN = 128, TC_BK = 32, TC_LD = TC_BK + 8;
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const __nv_bfloat16* p) {
-    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
-
-__device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, const uint32_t* b) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-    __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&p);
-}
 
 extern "C" __global__ void __launch_bounds__(256, 2) matmul_tc_bf16(const float* __restrict__ x,
                                                                  const __nv_bfloat16* __restrict__ w,

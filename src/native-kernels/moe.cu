@@ -143,28 +143,6 @@ constexpr int MM_ROWS = MM_WARP_ROWS * MM_THREADS / 32;
 constexpr int MM_PAIRS = 8;
 constexpr int MM_UNROLL = 2;
 
-__device__ __forceinline__ void widen16(uint4 v, float* f, const float*) {
-    f[0] = __uint_as_float(v.x); f[1] = __uint_as_float(v.y);
-    f[2] = __uint_as_float(v.z); f[3] = __uint_as_float(v.w);
-}
-__device__ __forceinline__ void widen16(uint4 v, float* f, const __nv_bfloat16*) {
-    uint32_t u[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        f[2 * j] = __uint_as_float(u[j] << 16);
-        f[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
-    }
-}
-__device__ __forceinline__ void widen16(uint4 v, float* f, const __half*) {
-    uint32_t u[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        float2 p = __half22float2(*reinterpret_cast<__half2*>(&u[j]));
-        f[2 * j] = p.x;
-        f[2 * j + 1] = p.y;
-    }
-}
-
 template <typename W>
 __device__ void moe_matmul(const float* __restrict__ x, const float* __restrict__ ids, const W* const* table,
                            float* __restrict__ out, int pairs, int K, int perPair, int in, int N) {

@@ -220,20 +220,8 @@ public final class MatmulBench {
         int runs = (int) Math.max(8, Math.min(maxRuns, budgetMs / callMs));
         int perSample = 4;
         int samples = (runs + perSample - 1) / perSample;
-        double[] us = new double[samples];
-        int hostBound = 0;
-        for (int k = 0; k < samples; k++) {
-            gpu.copy(k % 2 == 0 ? copyA : copyB, k % 2 == 0 ? copyB : copyA);
-            timer.start();
-            for (int i = 0; i < perSample; i++) {
-                one.run();
-            }
-            if (!timer.startPending()) {
-                hostBound++;
-            }
-            us[k] = timer.stopMillis() * 1e3 / perSample;
-        }
-        return new Result(s, m, plan, StateUpdateBench.median(us), samples * perSample, 2 * hostBound > samples);
+        EventSamples.Timed t = EventSamples.sample(gpu, timer, one, copyA, copyB, samples, perSample, 1);
+        return new Result(s, m, plan, t.medianUs(), t.runs(), t.hostBound());
     }
 
     private static double floorUs(Result r, double bandwidth, double peakTflops) {

@@ -294,7 +294,7 @@ public final class StateUpdateBench {
                     }
                     try {
                         long wall = System.nanoTime();
-                        Timed t = time(s -> w.run(op, rows[s], params), sets);
+                        EventSamples.Timed t = time(s -> w.run(op, rows[s], params), sets);
                         long bytes = w.floorBytes(op, tokens, batch);
                         Result r = new Result(w.arch(), label, c.layout(), tokens, batch, t.medianUs(),
                                 bytes / bandwidth * 1e6, bytes, sets, t.runs(), t.hostBound());
@@ -322,14 +322,12 @@ public final class StateUpdateBench {
         gpu.free(template);
     }
 
-    private record Timed(double medianUs, int runs, boolean hostBound) {}
-
     /**
      * Median device µs per call of {@code call(set)}, the set advancing with every call. A sample is
      * a few calls queued behind copies that take longer than issuing them, timed by events; it is
      * host-bound when the device reached the start mark before the last call was issued.
      */
-    private Timed time(IntConsumer call, int sets) {
+    private EventSamples.Timed time(IntConsumer call, int sets) {
         int[] next = {0};
         Runnable one = () -> {
             call.accept(next[0]);
@@ -350,22 +348,7 @@ public final class StateUpdateBench {
         int perSample = runs >= 80 ? 4 : runs >= 40 ? 2 : 1;
         int samples = (runs + perSample - 1) / perSample;
         int fillers = (int) Math.max(1, Math.min(8, Math.ceil(1.5 * perSample * hostMs / copyMs)));
-        double[] us = new double[samples];
-        int hostBound = 0;
-        for (int s = 0; s < samples; s++) {
-            for (int f = 0; f < fillers; f++) {
-                gpu.copy(f % 2 == 0 ? copyA : copyB, f % 2 == 0 ? copyB : copyA);
-            }
-            timer.start();
-            for (int i = 0; i < perSample; i++) {
-                one.run();
-            }
-            if (!timer.startPending()) {
-                hostBound++;
-            }
-            us[s] = timer.stopMillis() * 1e3 / perSample;
-        }
-        return new Timed(median(us), samples * perSample, 2 * hostBound > samples);
+        return EventSamples.sample(gpu, timer, one, copyA, copyB, samples, perSample, fillers);
     }
 
     static double median(double[] v) {
