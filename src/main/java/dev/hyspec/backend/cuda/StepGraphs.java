@@ -216,7 +216,7 @@ final class StepGraphs implements AutoCloseable {
         Key key = new Key(Arrays.copyOf(sig, sigLength));
         CUgraphExec exec = graphs.get(key);
         if (exec == null && seen.remove(key) != null) {
-            exec = capture(queued);
+            exec = capture(stream, queued);
             graphs.put(key, exec);
             captured++;
             if (graphs.size() > CAPACITY) {
@@ -241,7 +241,8 @@ final class StepGraphs implements AutoCloseable {
         }
     }
 
-    private CUgraphExec capture(List<Op> queued) {
+    /** Captures {@code queued}, issued in order on {@code stream}, as an instantiated graph. */
+    static CUgraphExec capture(CUstream stream, List<Op> queued) {
         cuStreamBeginCapture(stream, CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED);
         try {
             for (Op op : queued) {

@@ -5,12 +5,8 @@ import static jcuda.driver.JCudaDriver.cuEventDestroy;
 import static jcuda.driver.JCudaDriver.cuEventElapsedTime;
 import static jcuda.driver.JCudaDriver.cuEventRecord;
 import static jcuda.driver.JCudaDriver.cuEventRecordWithFlags;
-import static jcuda.driver.JCudaDriver.cuGraphDestroy;
 import static jcuda.driver.JCudaDriver.cuGraphExecDestroy;
-import static jcuda.driver.JCudaDriver.cuGraphInstantiate;
 import static jcuda.driver.JCudaDriver.cuGraphLaunch;
-import static jcuda.driver.JCudaDriver.cuStreamBeginCapture;
-import static jcuda.driver.JCudaDriver.cuStreamEndCapture;
 import static jcuda.driver.JCudaDriver.cuStreamSynchronize;
 
 import java.util.ArrayList;
@@ -21,10 +17,8 @@ import java.util.Locale;
 import java.util.Map;
 import jcuda.driver.CUevent;
 import jcuda.driver.CUevent_record_flags;
-import jcuda.driver.CUgraph;
 import jcuda.driver.CUgraphExec;
 import jcuda.driver.CUstream;
-import jcuda.driver.CUstreamCaptureMode;
 
 /**
  * Where a recorded step's device time goes, op by op. While a profile is on, every recorded step
@@ -108,29 +102,23 @@ public final class StepProfile {
         recordMicros += nanos / 1e3;
     }
 
+    /** The step's graph; with events, an event node before the first op and after every op. */
     private CUgraphExec capture(CUstream stream, List<StepGraphs.Op> queued, boolean withEvents) {
-        cuStreamBeginCapture(stream, CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED);
-        CUgraph graph = new CUgraph();
-        try {
-            if (withEvents) {
-                cuEventRecordWithFlags(events.get(0), stream, CUevent_record_flags.CU_EVENT_RECORD_EXTERNAL);
-            }
-            for (int i = 0; i < queued.size(); i++) {
-                queued.get(i).issue(stream);
-                if (withEvents) {
-                    cuEventRecordWithFlags(events.get(i + 1), stream, CUevent_record_flags.CU_EVENT_RECORD_EXTERNAL);
-                }
-            }
-        } finally {
-            cuStreamEndCapture(stream, graph);
+        if (!withEvents) {
+            return StepGraphs.capture(stream, queued);
         }
-        try {
-            CUgraphExec exec = new CUgraphExec();
-            cuGraphInstantiate(exec, graph, 0);
-            return exec;
-        } finally {
-            cuGraphDestroy(graph);
+        List<StepGraphs.Op> timed = new ArrayList<>(2 * queued.size() + 1);
+        timed.add(event(0));
+        for (int i = 0; i < queued.size(); i++) {
+            timed.add(queued.get(i));
+            timed.add(event(i + 1));
         }
+        return StepGraphs.capture(stream, timed);
+    }
+
+    private StepGraphs.Op event(int i) {
+        CUevent e = events.get(i);
+        return s -> cuEventRecordWithFlags(e, s, CUevent_record_flags.CU_EVENT_RECORD_EXTERNAL);
     }
 
     private static double elapsedMicros(CUevent a, CUevent b) {
