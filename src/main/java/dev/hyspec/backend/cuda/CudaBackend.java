@@ -66,6 +66,11 @@ public final class CudaBackend implements Backend {
         return precision;
     }
 
+    /** The runtime this backend launches on (for the package's timing tests). */
+    CudaRuntime runtime() {
+        return rt;
+    }
+
     /** The device's name, as the driver reports it. */
     public String deviceName() {
         return rt.deviceName();

@@ -374,6 +374,14 @@ public final class CudaRuntime implements AutoCloseable {
         graphs.begin();
     }
 
+    /**
+     * Starts the staging area over without the synchronisation a wrap costs (for timing loops that
+     * must not stall their queue). Only while nothing queued still reads it: after a synchronize.
+     */
+    void restartStaging() {
+        stagingAt = 0;
+    }
+
     /** Ends the recorded step: replays its graph, captures one, or issues the work. */
     void endGraph() {
         if (hostProfile == null) {

@@ -1,13 +1,5 @@
 package dev.hyspec.backend.cuda;
 
-import static jcuda.driver.JCudaDriver.cuEventCreate;
-import static jcuda.driver.JCudaDriver.cuEventDestroy;
-import static jcuda.driver.JCudaDriver.cuEventElapsedTime;
-import static jcuda.driver.JCudaDriver.cuEventRecord;
-import static jcuda.driver.JCudaDriver.cuEventSynchronize;
-import static jcuda.driver.JCudaDriver.cuMemAlloc;
-import static jcuda.driver.JCudaDriver.cuMemFree;
-import static jcuda.driver.JCudaDriver.cuMemsetD32Async;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -17,15 +9,12 @@ import static org.junit.jupiter.api.Assertions.fail;
 import dev.hyspec.backend.GdnDims;
 import dev.hyspec.backend.StateLayout;
 import dev.hyspec.backend.Tensor;
-import java.lang.reflect.Field;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.Random;
 import java.util.stream.Stream;
-import jcuda.driver.CUdeviceptr;
-import jcuda.driver.CUevent;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -485,9 +474,8 @@ class GdnBatchKernelsTest {
      * call around a sync (informative). The floor is one read and one write of |S| per row at 3.0 TB/s.
      */
     @Test
-    void speedAtQwen35Shape() throws ReflectiveOperationException {
+    void speedAtQwen35Shape() {
         CudaBackend gpu = Gpu.backend();
-        CudaRuntime rt = runtime(gpu);
         GdnDims d = QWEN35;
         long stateBytes = 4L * stateSize(d);
         System.out.printf(Locale.ROOT, "[gdn-batch-speed] device %s; |S| = %.2f MiB (Hk=16 Hv=32 Dk=Dv=128); floor"
@@ -497,17 +485,17 @@ class GdnBatchKernelsTest {
                 try (Rows x = new Rows(gpu, d, layout, 64, 4, true)) {
                     for (int t : new int[] {2, 8}) {
                         gpu.gdnKernels().batchMapping(t);
-                        report(rt, gpu, "replayVerify " + layout + " R=64 T=4, " + mapping(t), 2 * stateBytes * 64,
+                        report(gpu, "replayVerify " + layout + " R=64 T=4, " + mapping(t), 2 * stateBytes * 64,
                                 x::verify);
                     }
                     gpu.gdnKernels().batchMapping(0);
-                    double verify = report(rt, gpu, "replayVerify " + layout + " R=64 T=4, auto", 2 * stateBytes * 64,
+                    double verify = report(gpu, "replayVerify " + layout + " R=64 T=4, auto", 2 * stateBytes * 64,
                             x::verify);
-                    double states = report(rt, gpu, "scanStates   " + layout + " R=64 T=4, auto", 5 * stateBytes * 64,
+                    double states = report(gpu, "scanStates   " + layout + " R=64 T=4, auto", 5 * stateBytes * 64,
                             x::scanStates);
-                    double commit = report(rt, gpu, "commit copy  " + layout + " R=64 (copyBatch, one |S| per row)",
+                    double commit = report(gpu, "commit copy  " + layout + " R=64 (copyBatch, one |S| per row)",
                             2 * stateBytes * 64, x::commit);
-                    report(rt, gpu, "scan         " + layout + " R=64 T=4, auto", 2 * stateBytes * 64, x::scan);
+                    report(gpu, "scan         " + layout + " R=64 T=4, auto", 2 * stateBytes * 64, x::scan);
                     System.out.printf(Locale.ROOT, "[gdn-batch-speed] %s R=64 T=4: intermediate-copy (scanStates +"
                             + " commit) %.1f us vs replay verify %.1f us: %.2fx%n", layout, states + commit, verify,
                             (states + commit) / verify);
@@ -517,7 +505,7 @@ class GdnBatchKernelsTest {
                         try (Rows x = new Rows(gpu, d, layout, rows, tokens, false)) {
                             for (int t : new int[] {2, 8}) {
                                 gpu.gdnKernels().batchMapping(t);
-                                report(rt, gpu, String.format(Locale.ROOT, "replayVerify %s R=%d T=%d, %s", layout,
+                                report(gpu, String.format(Locale.ROOT, "replayVerify %s R=%d T=%d, %s", layout,
                                         rows, tokens, mapping(t)), 2 * stateBytes * rows, x::verify);
                             }
                         }
@@ -613,57 +601,11 @@ class GdnBatchKernelsTest {
         }
     }
 
-    private static CudaRuntime runtime(CudaBackend gpu) throws ReflectiveOperationException {
-        Field f = CudaBackend.class.getDeclaredField("rt");
-        f.setAccessible(true);
-        return (CudaRuntime) f.get(gpu);
-    }
-
     /** Times {@code op}, prints it against its floor ({@code bytes} at 3.0 TB/s); returns GPU µs per call. */
-    private static double report(CudaRuntime rt, CudaBackend gpu, String what, long bytes, Runnable op)
-            throws ReflectiveOperationException {
-        int iters = 20;
-        for (int i = 0; i < 30; i++) {
-            op.run();
-        }
-        gpu.synchronize();
-        // The staged tables of the timed calls must not wrap the staging area (a wrap synchronises,
-        // which would stall the queue behind the blocker): start it over, nothing in flight reads it.
-        Field at = CudaRuntime.class.getDeclaredField("stagingAt");
-        at.setAccessible(true);
-        at.setInt(rt, 0);
-        long blockerWords = 1L << 29;   // 2 GiB
-        CUdeviceptr blocker = new CUdeviceptr();
-        cuMemAlloc(blocker, blockerWords * 4);
-        CUevent start = new CUevent();
-        CUevent stop = new CUevent();
-        cuEventCreate(start, 0);
-        cuEventCreate(stop, 0);
-        float[] ms = new float[1];
-        try {
-            for (int i = 0; i < 14; i++) {
-                cuMemsetD32Async(blocker, i, blockerWords, rt.stream());
-            }
-            cuEventRecord(start, rt.stream());
-            for (int i = 0; i < iters; i++) {
-                op.run();
-            }
-            cuEventRecord(stop, rt.stream());
-            cuEventSynchronize(stop);
-            cuEventElapsedTime(ms, start, stop);
-        } finally {
-            gpu.synchronize();
-            cuEventDestroy(start);
-            cuEventDestroy(stop);
-            cuMemFree(blocker);
-        }
-        double gpuUs = ms[0] * 1000.0 / iters;
-        long t0 = System.nanoTime();
-        for (int i = 0; i < iters; i++) {
-            op.run();
-        }
-        gpu.synchronize();
-        double wallUs = (System.nanoTime() - t0) / 1000.0 / iters;
+    private static double report(CudaBackend gpu, String what, long bytes, Runnable op) {
+        double[] us = Gpu.deviceAndWallMicros(gpu, op, 30, 20);
+        double gpuUs = us[0];
+        double wallUs = us[1];
         double floorUs = bytes / BANDWIDTH * 1e6;
         System.out.printf(Locale.ROOT, "[gdn-batch-speed] %s: GPU %.1f us, %.2f TB/s, %.2fx floor (%.1f us); wall-clock"
                 + " %.1f us/call (informative)%n", what, gpuUs, bytes / (gpuUs * 1e-6) / 1e12, gpuUs / floorUs, floorUs,

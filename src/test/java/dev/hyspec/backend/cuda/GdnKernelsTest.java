@@ -1,13 +1,5 @@
 package dev.hyspec.backend.cuda;
 
-import static jcuda.driver.JCudaDriver.cuEventCreate;
-import static jcuda.driver.JCudaDriver.cuEventDestroy;
-import static jcuda.driver.JCudaDriver.cuEventElapsedTime;
-import static jcuda.driver.JCudaDriver.cuEventRecord;
-import static jcuda.driver.JCudaDriver.cuEventSynchronize;
-import static jcuda.driver.JCudaDriver.cuMemAlloc;
-import static jcuda.driver.JCudaDriver.cuMemFree;
-import static jcuda.driver.JCudaDriver.cuMemsetD32Async;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -19,7 +11,6 @@ import dev.hyspec.backend.StateLayout;
 import dev.hyspec.backend.Tensor;
 import dev.hyspec.checkpoint.DType;
 import dev.hyspec.checkpoint.TensorEntry;
-import java.lang.reflect.Field;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
@@ -28,8 +19,6 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Random;
 import java.util.stream.Stream;
-import jcuda.driver.CUdeviceptr;
-import jcuda.driver.CUevent;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -378,7 +367,6 @@ class GdnKernelsTest {
     @Test
     void speedAtQwen35Shape() throws Exception {
         CudaBackend gpu = Gpu.backend();
-        CudaRuntime rt = runtime(gpu);
         GdnDims d = QWEN35;
         int tokens = 4;
         long stateBytes = 4L * d.numValueHeads() * d.keyHeadDim() * d.valueHeadDim();
@@ -391,7 +379,7 @@ class GdnKernelsTest {
             Tensor x = gpu.zeros(d.numValueHeads(), d.keyHeadDim(), d.valueHeadDim());
             Tensor y = gpu.zeros(d.numValueHeads(), d.keyHeadDim(), d.valueHeadDim());
             try {
-                time(rt, gpu, "copy of |S|      ", 2 * stateBytes, () -> gpu.copy(x, y));
+                time(gpu, "copy of |S|      ", 2 * stateBytes, () -> gpu.copy(x, y));
             } finally {
                 Gpu.free(gpu, x, y);
             }
@@ -414,14 +402,14 @@ class GdnKernelsTest {
             try {
                 gpu.gatedDeltaReplayOutputs(s, layout, qkv, a, b, aLog, dtBias, d, hist, out);
                 for (int count : new int[] {1, 2, tokens}) {
-                    time(rt, gpu, "replay(" + count + ")     " + layout, 2 * stateBytes,
+                    time(gpu, "replay(" + count + ")     " + layout, 2 * stateBytes,
                             () -> gpu.gatedDeltaReplay(s, layout, hist, count, d));
                 }
-                time(rt, gpu, "replayOutputs " + layout, stateBytes + small,
+                time(gpu, "replayOutputs " + layout, stateBytes + small,
                         () -> gpu.gatedDeltaReplayOutputs(s, layout, qkv, a, b, aLog, dtBias, d, hist, out));
-                time(rt, gpu, "scanStates    " + layout, (1 + tokens) * stateBytes + small,
+                time(gpu, "scanStates    " + layout, (1 + tokens) * stateBytes + small,
                         () -> gpu.gatedDeltaScanStates(s, layout, qkv, a, b, aLog, dtBias, d, states, out));
-                time(rt, gpu, "scan          " + layout, 2 * stateBytes + small,
+                time(gpu, "scan          " + layout, 2 * stateBytes + small,
                         () -> gpu.gatedDeltaScan(s, layout, qkv, a, b, aLog, dtBias, d, out));
             } finally {
                 Gpu.free(gpu, s, qkv, a, b, aLog, dtBias, out, hist);
@@ -430,53 +418,11 @@ class GdnKernelsTest {
         }
     }
 
-    private static CudaRuntime runtime(CudaBackend gpu) throws ReflectiveOperationException {
-        Field f = CudaBackend.class.getDeclaredField("rt");
-        f.setAccessible(true);
-        return (CudaRuntime) f.get(gpu);
-    }
-
-    private static void time(CudaRuntime rt, CudaBackend gpu, String what, long bytes, Runnable op) {
-        int iters = 40;
-        for (int i = 0; i < 300; i++) {   // past the JIT's warm-up, so the host side is compiled code
-            op.run();
-        }
-        gpu.synchronize();
-        // GPU time: the calls queue behind ~10 ms of memsets (longer than issuing them takes), then run
-        // back to back between two events.
-        long blockerWords = 1L << 29;   // 2 GiB
-        CUdeviceptr blocker = new CUdeviceptr();
-        cuMemAlloc(blocker, blockerWords * 4);
-        CUevent start = new CUevent();
-        CUevent stop = new CUevent();
-        cuEventCreate(start, 0);
-        cuEventCreate(stop, 0);
-        float[] ms = new float[1];
-        try {
-            for (int i = 0; i < 14; i++) {
-                cuMemsetD32Async(blocker, i, blockerWords, rt.stream());
-            }
-            cuEventRecord(start, rt.stream());
-            for (int i = 0; i < iters; i++) {
-                op.run();
-            }
-            cuEventRecord(stop, rt.stream());
-            cuEventSynchronize(stop);
-            cuEventElapsedTime(ms, start, stop);
-        } finally {
-            gpu.synchronize();
-            cuEventDestroy(start);
-            cuEventDestroy(stop);
-            cuMemFree(blocker);
-        }
-        double gpuUs = ms[0] * 1000.0 / iters;
-        // Host wall time per call as issued (launch-bound where the kernel is shorter than a launch).
-        long t0 = System.nanoTime();
-        for (int i = 0; i < iters; i++) {
-            op.run();
-        }
-        gpu.synchronize();
-        double wallUs = (System.nanoTime() - t0) / 1000.0 / iters;
+    private static void time(CudaBackend gpu, String what, long bytes, Runnable op) {
+        // 300 warm-up calls: past the JIT's warm-up, so the host side is compiled code
+        double[] us = Gpu.deviceAndWallMicros(gpu, op, 300, 40);
+        double gpuUs = us[0];
+        double wallUs = us[1];
         double floorUs = bytes / 3.0e12 * 1e6;
         System.out.printf(Locale.ROOT,
                 "[gdn-speed] %s: GPU %.2f us/call, %.0f GB/s (%.2f MB moved; floor %.2f us, %.2fx floor); host wall %.2f us/call%n",

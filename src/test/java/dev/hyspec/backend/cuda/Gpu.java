@@ -1,5 +1,13 @@
 package dev.hyspec.backend.cuda;
 
+import static jcuda.driver.JCudaDriver.cuEventCreate;
+import static jcuda.driver.JCudaDriver.cuEventDestroy;
+import static jcuda.driver.JCudaDriver.cuEventElapsedTime;
+import static jcuda.driver.JCudaDriver.cuEventRecord;
+import static jcuda.driver.JCudaDriver.cuEventSynchronize;
+import static jcuda.driver.JCudaDriver.cuMemAlloc;
+import static jcuda.driver.JCudaDriver.cuMemFree;
+import static jcuda.driver.JCudaDriver.cuMemsetD32Async;
 import static org.junit.jupiter.api.Assertions.fail;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
@@ -15,6 +23,8 @@ import java.util.Arrays;
 import java.util.Locale;
 import java.util.Optional;
 import java.util.Random;
+import jcuda.driver.CUdeviceptr;
+import jcuda.driver.CUevent;
 
 /**
  * What the kernel tests share: one {@link CudaBackend} for the JVM (tests are skipped where no
@@ -154,5 +164,52 @@ final class Gpu {
         for (Tensor t : ts) {
             b.free(t);
         }
+    }
+
+    /**
+     * Times {@code op} after {@code warmups} calls: {@code [device µs per call, host wall µs per call]}.
+     * Device time: {@code iters} calls queued behind 2 GiB of memsets (longer than issuing them
+     * takes), then run back to back between two events; the staging area starts over first, so the
+     * calls' staged tables do not wrap it (a wrap synchronises and would stall the queue). Host wall
+     * time: the same calls as issued (launch-bound where a kernel is shorter than a launch).
+     */
+    static double[] deviceAndWallMicros(CudaBackend gpu, Runnable op, int warmups, int iters) {
+        CudaRuntime rt = gpu.runtime();
+        for (int i = 0; i < warmups; i++) {
+            op.run();
+        }
+        gpu.synchronize();
+        rt.restartStaging();
+        long blockerWords = 1L << 29;   // 2 GiB
+        CUdeviceptr blocker = new CUdeviceptr();
+        cuMemAlloc(blocker, blockerWords * 4);
+        CUevent start = new CUevent();
+        CUevent stop = new CUevent();
+        cuEventCreate(start, 0);
+        cuEventCreate(stop, 0);
+        float[] ms = new float[1];
+        try {
+            for (int i = 0; i < 14; i++) {
+                cuMemsetD32Async(blocker, i, blockerWords, rt.stream());
+            }
+            cuEventRecord(start, rt.stream());
+            for (int i = 0; i < iters; i++) {
+                op.run();
+            }
+            cuEventRecord(stop, rt.stream());
+            cuEventSynchronize(stop);
+            cuEventElapsedTime(ms, start, stop);
+        } finally {
+            gpu.synchronize();
+            cuEventDestroy(start);
+            cuEventDestroy(stop);
+            cuMemFree(blocker);
+        }
+        long t0 = System.nanoTime();
+        for (int i = 0; i < iters; i++) {
+            op.run();
+        }
+        gpu.synchronize();
+        return new double[] {ms[0] * 1000.0 / iters, (System.nanoTime() - t0) / 1000.0 / iters};
     }
 }
