@@ -11,7 +11,6 @@ import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Instant;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -159,15 +158,7 @@ public final class MatmulBench {
         int rows = (int) (COPY_BYTES / 4 / cols);
         copyA = gpu.zeros(rows, cols);
         copyB = gpu.zeros(rows, cols);
-        gpu.copy(copyA, copyB);
-        gpu.copy(copyB, copyA);
-        double[] ms = new double[9];
-        for (int i = 0; i < ms.length; i++) {
-            timer.start();
-            gpu.copy(i % 2 == 0 ? copyA : copyB, i % 2 == 0 ? copyB : copyA);
-            ms[i] = timer.stopMillis();
-        }
-        return 2.0 * COPY_BYTES / (StateUpdateBench.median(ms) / 1e3);
+        return 2.0 * COPY_BYTES / (GpuBench.copyMillis(gpu, timer, copyA, copyB, 9) / 1e3);
     }
 
     private void measure(Shape s, int[] rows, List<String> plans, List<Result> results) {
@@ -220,7 +211,7 @@ public final class MatmulBench {
         int runs = (int) Math.max(8, Math.min(maxRuns, budgetMs / callMs));
         int perSample = 4;
         int samples = (runs + perSample - 1) / perSample;
-        EventSamples.Timed t = EventSamples.sample(gpu, timer, one, copyA, copyB, samples, perSample, 1);
+        GpuBench.Timed t = GpuBench.sample(gpu, timer, one, copyA, copyB, samples, perSample, 1);
         return new Result(s, m, plan, t.medianUs(), t.runs(), t.hostBound());
     }
 
@@ -306,17 +297,9 @@ public final class MatmulBench {
     private void writeJson(Path out, List<Result> results, int[] rows, List<String> plans, double bandwidth,
                            double peak, boolean quick, double seconds) throws IOException {
         ObjectMapper json = new ObjectMapper();
-        ObjectNode root = json.createObjectNode();
-        ObjectNode machine = root.putObject("machine");
-        machine.put("gpu", gpu.deviceName());
-        String driver = System.getProperty("hyspec.bench.driver", "").trim();
-        machine.put("driver", (driver.isEmpty() ? "" : driver + ", ") + "CUDA " + gpu.driverVersion());
-        root.put("date", Instant.now().toString());
-        root.put("quick", quick);
-        root.put("copyBandwidthGBs", round(bandwidth / 1e9, 1));
-        root.put("peakTflops", round(peak, 1));
+        ObjectNode root = GpuBench.jsonRoot(json, gpu, quick, bandwidth, seconds);
+        root.put("peakTflops", GpuBench.round(peak, 1));
         root.put("peakNote", "best TFLOPS of any auto figure in this run");
-        root.put("runSeconds", round(seconds, 1));
         ArrayNode rs = root.putArray("results");
         for (Result r : results) {
             ObjectNode n = rs.addObject();
@@ -326,10 +309,10 @@ public final class MatmulBench {
             n.put("perStep", r.shape().perStep());
             n.put("m", r.m());
             n.put("plan", r.plan());
-            n.put("medianUs", round(r.medianUs(), 2));
-            n.put("tflops", round(r.tflops(), 2));
-            n.put("weightGBs", round(r.weightGBs(), 1));
-            n.put("floorUs", round(floorUs(r, bandwidth, peak), 2));
+            n.put("medianUs", GpuBench.round(r.medianUs(), 2));
+            n.put("tflops", GpuBench.round(r.tflops(), 2));
+            n.put("weightGBs", GpuBench.round(r.weightGBs(), 1));
+            n.put("floorUs", GpuBench.round(floorUs(r, bandwidth, peak), 2));
             n.put("runs", r.runs());
             n.put("hostBound", r.hostBound());
         }
@@ -339,20 +322,15 @@ public final class MatmulBench {
             n.put("m", m);
             Map<String, Double> byPlan = new LinkedHashMap<>();
             for (String p : plans) {
-                byPlan.put(p, round(stepMs(results, m, p), 3));
+                byPlan.put(p, GpuBench.round(stepMs(results, m, p), 3));
             }
             byPlan.forEach(n::put);
-            n.put("floor", round(stepFloorMs(m, bandwidth, peak), 3));
+            n.put("floor", GpuBench.round(stepFloorMs(m, bandwidth, peak), 3));
         }
         Path parent = out.toAbsolutePath().getParent();
         if (parent != null) {
             Files.createDirectories(parent);
         }
         Files.writeString(out, json.writerWithDefaultPrettyPrinter().writeValueAsString(root) + "\n");
-    }
-
-    private static double round(double v, int digits) {
-        double scale = Math.pow(10, digits);
-        return Math.round(v * scale) / scale;
     }
 }

@@ -13,7 +13,6 @@ import dev.hyspec.bench.StateWorkload.Op;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -247,15 +246,7 @@ public final class StateUpdateBench {
         int rows = (int) (COPY_BYTES / 4 / cols);
         copyA = gpu.zeros(rows, cols);
         copyB = gpu.zeros(rows, cols);
-        gpu.copy(copyA, copyB);
-        gpu.copy(copyB, copyA);
-        double[] ms = new double[effort.copyRuns()];
-        for (int i = 0; i < ms.length; i++) {
-            timer.start();
-            gpu.copy(i % 2 == 0 ? copyA : copyB, i % 2 == 0 ? copyB : copyA);
-            ms[i] = timer.stopMillis();
-        }
-        copyMs = median(ms);
+        copyMs = GpuBench.copyMillis(gpu, timer, copyA, copyB, effort.copyRuns());
         return 2.0 * COPY_BYTES / (copyMs / 1e3);
     }
 
@@ -294,7 +285,7 @@ public final class StateUpdateBench {
                     }
                     try {
                         long wall = System.nanoTime();
-                        EventSamples.Timed t = time(s -> w.run(op, rows[s], params), sets);
+                        GpuBench.Timed t = time(s -> w.run(op, rows[s], params), sets);
                         long bytes = w.floorBytes(op, tokens, batch);
                         Result r = new Result(w.arch(), label, c.layout(), tokens, batch, t.medianUs(),
                                 bytes / bandwidth * 1e6, bytes, sets, t.runs(), t.hostBound());
@@ -327,7 +318,7 @@ public final class StateUpdateBench {
      * a few calls queued behind copies that take longer than issuing them, timed by events; it is
      * host-bound when the device reached the start mark before the last call was issued.
      */
-    private EventSamples.Timed time(IntConsumer call, int sets) {
+    private GpuBench.Timed time(IntConsumer call, int sets) {
         int[] next = {0};
         Runnable one = () -> {
             call.accept(next[0]);
@@ -348,28 +339,13 @@ public final class StateUpdateBench {
         int perSample = runs >= 80 ? 4 : runs >= 40 ? 2 : 1;
         int samples = (runs + perSample - 1) / perSample;
         int fillers = (int) Math.max(1, Math.min(8, Math.ceil(1.5 * perSample * hostMs / copyMs)));
-        return EventSamples.sample(gpu, timer, one, copyA, copyB, samples, perSample, fillers);
-    }
-
-    static double median(double[] v) {
-        double[] s = v.clone();
-        Arrays.sort(s);
-        int n = s.length;
-        return n % 2 == 1 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+        return GpuBench.sample(gpu, timer, one, copyA, copyB, samples, perSample, fillers);
     }
 
     private void writeJson(Path out, Selection selection, List<Result> results, List<StateUpdateCheck.Result> checks, double bandwidth,
                            boolean quick, double seconds) throws IOException {
         ObjectMapper json = new ObjectMapper();
-        ObjectNode root = json.createObjectNode();
-        ObjectNode machine = root.putObject("machine");
-        machine.put("gpu", gpu.deviceName());
-        String driver = System.getProperty("hyspec.bench.driver", "").trim();
-        machine.put("driver", (driver.isEmpty() ? "" : driver + ", ") + "CUDA " + gpu.driverVersion());
-        root.put("date", Instant.now().toString());
-        root.put("quick", quick);
-        root.put("copyBandwidthGBs", round(bandwidth / 1e9, 1));
-        root.put("runSeconds", round(seconds, 1));
+        ObjectNode root = GpuBench.jsonRoot(json, gpu, quick, bandwidth, seconds);
         ObjectNode shapes = root.putObject("stateBytesPerRow");
         for (Case c : selection.cases()) {
             shapes.put(c.workload().arch(), 4 * c.workload().stateElements());
@@ -382,10 +358,10 @@ public final class StateUpdateBench {
             n.put("layout", r.layout().name());
             n.put("T", r.tokens());
             n.put("batch", r.batch());
-            n.put("medianUs", round(r.medianUs(), 2));
-            n.put("floorUs", round(r.floorUs(), 2));
-            n.put("ratio", round(r.ratio(), 3));
-            n.put("achievedGBs", round(r.achievedGBs(), 1));
+            n.put("medianUs", GpuBench.round(r.medianUs(), 2));
+            n.put("floorUs", GpuBench.round(r.floorUs(), 2));
+            n.put("ratio", GpuBench.round(r.ratio(), 3));
+            n.put("achievedGBs", GpuBench.round(r.achievedGBs(), 1));
             n.put("floorBytes", r.floorBytes());
             n.put("sets", r.sets());
             n.put("runs", r.runs());
@@ -400,7 +376,7 @@ public final class StateUpdateBench {
             n.put("layout", s.layout().name());
             n.put("T", s.tokens());
             n.put("batch", s.batch());
-            n.put("replayOverIntermediateCopy", round(s.factor(), 3));
+            n.put("replayOverIntermediateCopy", GpuBench.round(s.factor(), 3));
         }
         ArrayNode cs = root.putArray("checks");
         for (StateUpdateCheck.Result k : checks) {
@@ -423,10 +399,5 @@ public final class StateUpdateBench {
             Files.createDirectories(parent);
         }
         Files.writeString(out, json.writerWithDefaultPrettyPrinter().writeValueAsString(root) + "\n");
-    }
-
-    private static double round(double v, int digits) {
-        double scale = Math.pow(10, digits);
-        return Math.round(v * scale) / scale;
     }
 }
