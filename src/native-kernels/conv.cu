@@ -94,3 +94,46 @@ extern "C" __global__ void conv_shift_batch(float* const* __restrict__ windows, 
     const int count = counts[blockIdx.y];
     if (c < C && count > 0) conv_shift_channel(windows[blockIdx.y], xs[blockIdx.y], count, c, C, K);
 }
+
+// The replay verify's conv step of every row (Backend.convStepBatch), one thread per (row, channel):
+// conv_shift_batch (windows[r] moves past the first counts[r] rows of prevs[r]), then the row's T
+// tokens of x go to nexts[r] (scatterRowBlocks), then conv1d_batch_impl's outputs without advancing.
+// Each step reads and writes only the thread's own channel, in that order, so the three launches'
+// results are reproduced exactly.
+template <typename WT, typename BT>
+__device__ void conv_step_batch_impl(const float* __restrict__ x, float* const* __restrict__ windows,
+                                     const float* const* __restrict__ prevs, const int* __restrict__ counts,
+                                     float* const* __restrict__ nexts, const WT* __restrict__ w,
+                                     const BT* __restrict__ bias, int hasBias, float* __restrict__ out, int T, int C,
+                                     int W) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    const int r = blockIdx.y, K = W - 1;
+    float* window = windows[r];
+    const int count = counts[r];
+    if (count > 0 && K > 0) conv_shift_channel(window, prevs[r], count, c, C, K);
+    const long first = (long)r * T * C;
+    float* next = nexts[r];
+    for (int t = 0; t < T; t++) next[(long)t * C + c] = x[first + (long)t * C + c];
+    const float* win = window + (long)c * K;
+    for (int t = 0; t < T; t++) {
+        float acc = hasBias ? ld(bias, c) : 0.f;
+        for (int j = 0; j < W; j++) {
+            int u = t + j;   // index into [window | x]
+            float v = u < K ? win[u] : x[first + (long)(u - K) * C + c];
+            acc += ld(w, (long)c * W + j) * v;
+        }
+        out[first + (long)t * C + c] = conv_silu(acc);
+    }
+}
+
+#define CONV_STEP_B(WS, WT, BS, BT)                                                                          \
+    extern "C" __global__ void conv_step_batch_##WS##_##BS(const float* x, float* const* windows,             \
+                                                            const float* const* prevs, const int* counts,     \
+                                                            float* const* nexts, const WT* w, const BT* bias, \
+                                                            int hasBias, float* out, int T, int C, int W) {  \
+        conv_step_batch_impl<WT, BT>(x, windows, prevs, counts, nexts, w, bias, hasBias, out, T, C, W);       \
+    }
+#define CONV_STEP_W(WS, WT) \
+    CONV_STEP_B(WS, WT, f32, float) CONV_STEP_B(WS, WT, bf16, __nv_bfloat16) CONV_STEP_B(WS, WT, f16, __half)
+HYSPEC_FOR_WEIGHT_TYPES(CONV_STEP_W)

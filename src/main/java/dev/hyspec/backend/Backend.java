@@ -24,6 +24,12 @@ public interface Backend extends AutoCloseable {
      */
     default void beginGraph() {}
 
+    /**
+     * A point between layers of a step begun with {@link #beginGraph()} where a backend may start the
+     * work recorded so far while the rest is recorded (the step then runs as several graphs).
+     */
+    default void graphBreak() {}
+
     /** Ends what {@link #beginGraph()} started: the recorded work is issued (as a graph where it can be). */
     default void endGraph() {}
 
@@ -324,6 +330,19 @@ public interface Backend extends AutoCloseable {
                 shiftWindow(windows[r], xs[r], counts[r]);
             }
         }
+    }
+
+    /**
+     * The conv of a replay verify for every row, as one operation where a backend fuses it:
+     * {@code windows[r]} first moves past the first {@code counts[r]} rows of {@code previous[r]}
+     * ({@link #shiftWindowBatch}), this step's rows of {@code x} go to {@code next[r]}
+     * ({@link #scatterRowBlocks}), then {@link #causalConv1dBatch} over the moved windows (not advanced).
+     */
+    default void convStepBatch(Tensor x, Tensor[] windows, Tensor[] previous, int[] counts, Tensor[] next, Tensor w,
+                               Tensor bias, int tokensPerRow, Tensor out) {
+        shiftWindowBatch(windows, previous, counts);
+        scatterRowBlocks(x, tokensPerRow, next);
+        causalConv1dBatch(x, windows, w, bias, tokensPerRow, out, false);
     }
 
     /** {@link #mamba2Scan} of every row, {@code states[r]} updated in place (plain decode). */

@@ -91,8 +91,8 @@ public final class DecodeBench {
      * {@code copyRepeats} times.
      */
     record Settings(Workload workload, Workload warmup, long copyBytes, int copyRepeats) {
-        static final Settings FULL = new Settings(new Workload(256, 16, 128), new Workload(32, 8, 16), 1L << 30, 20);
-        static final Settings QUICK = new Settings(new Workload(64, 16, 64), new Workload(32, 8, 8), 1L << 29, 10);
+        static final Settings FULL = new Settings(new Workload(256, 16, 128), new Workload(32, 8, 256), 1L << 30, 20);
+        static final Settings QUICK = new Settings(new Workload(64, 16, 64), new Workload(32, 8, 64), 1L << 29, 10);
     }
 
     /** One row of the results. */
@@ -116,6 +116,8 @@ public final class DecodeBench {
         DraftSource drafter = DraftSource.NGRAM;
         boolean profile = false;
         boolean hostProfile = false;
+        int warmupTokens = -1;
+        boolean splitSteps = true;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
                 case "--out" -> out = Path.of(args[++i]);
@@ -125,11 +127,18 @@ public final class DecodeBench {
                 case "--drafter" -> drafter = DraftSource.valueOf(args[++i].toUpperCase(Locale.ROOT));
                 case "--profile" -> profile = true;
                 case "--host-profile" -> hostProfile = true;
+                case "--warmup-tokens" -> warmupTokens = Integer.parseInt(args[++i]);
+                case "--no-split" -> splitSteps = false;
                 default -> usage("unknown argument " + args[i]);
             }
         }
         if (out == null) {
             usage("--out FILE.json is required");
+        }
+        if (warmupTokens > 0) {
+            Workload w = settings.warmup();
+            settings = new Settings(settings.workload(), new Workload(w.promptTokens(), w.phraseTokens(), warmupTokens),
+                    settings.copyBytes(), settings.copyRepeats());
         }
         List<ModelSpec> specs = new ArrayList<>();
         for (String m : models) {
@@ -140,7 +149,12 @@ public final class DecodeBench {
         }
         Path target = out;
         Files.createDirectories(target.toAbsolutePath().getParent());
-        Report report = run(() -> new CudaBackend(CudaBackend.Precision.BF16), specs, batches, settings, drafter,
+        boolean split = splitSteps;
+        Report report = run(() -> {
+            CudaBackend cuda = new CudaBackend(CudaBackend.Precision.BF16);
+            cuda.splitSteps(split);
+            return cuda;
+        }, specs, batches, settings, drafter,
                 profile, hostProfile, r -> {
             try {
                 Files.writeString(target, toJson(r));
@@ -154,7 +168,7 @@ public final class DecodeBench {
 
     private static void usage(String why) {
         System.err.println(why + "\nusage: DecodeBench --out FILE.json [--quick] [--models " + String.join(",", MODELS)
-                + "] [--batches 1,8,32,64] [--drafter ngram|oracle|forced] [--profile] [--host-profile]");
+                + "] [--batches 1,8,32,64] [--drafter ngram|oracle|forced] [--profile] [--host-profile] [--warmup-tokens N] [--no-split]");
         System.exit(2);
     }
 
@@ -190,6 +204,7 @@ public final class DecodeBench {
                 if (backend instanceof CudaBackend cuda) {
                     machine.put("device", cuda.deviceName());
                     machine.put("activations", cuda.precision().name().toLowerCase(Locale.ROOT));
+                    machine.put("splitSteps", cuda.splitsSteps());
                 }
                 if (Double.isNaN(bandwidth)) {
                     bandwidth = copyBandwidth(backend, s.copyBytes(), s.copyRepeats());

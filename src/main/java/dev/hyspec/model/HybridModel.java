@@ -171,6 +171,20 @@ public final class HybridModel {
         return logits;
     }
 
+    /**
+     * Where a recorded step may be cut ({@link Backend#graphBreak}): after blocks 1, 5, 21, 85, …
+     * (each piece four times the one before). The device runs a piece while the host records the next,
+     * and a block records in far less time than it runs, so after the first piece, one block, the
+     * device never waits for the host.
+     */
+    static boolean breakAfter(int blocksDone) {
+        long b = 1;
+        while (b < blocksDone) {
+            b = 4 * b + 1;
+        }
+        return b == blocksDone;
+    }
+
     /** The forward pass; logits of the token rows {@code logitTokens} (every token row when null). */
     private Tensor run(ForwardBatch batch, StateStore store, int[] logitTokens) {
         int count = batch.totalTokens();
@@ -192,6 +206,9 @@ public final class HybridModel {
                 backend.free(y);
             }
             y = mixers.get(b.index()).forward(normed, batch, store);
+            if (breakAfter(b.index() + 1)) {
+                backend.graphBreak();
+            }
         }
         backend.free(normed);
         // final norm and LM head over the rows that need logits

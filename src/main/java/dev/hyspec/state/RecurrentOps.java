@@ -35,6 +35,14 @@ public interface RecurrentOps {
     /** {@link #convolve} of every row without advancing: row r continues {@code windows[r]}. */
     void convolveBatch(Tensor raw, Tensor[] windows, int tokensPerRow, Tensor out);
 
+    /**
+     * The replay verify's conv of every row ({@link dev.hyspec.backend.Backend#convStepBatch}):
+     * {@code windows[r]} moves past the first {@code counts[r]} rows of {@code previous[r]}, the rows'
+     * raw inputs go to {@code next[r]}, then {@link #convolveBatch}.
+     */
+    void convolveStepBatch(Tensor raw, Tensor[] windows, Tensor[] previous, int[] counts, Tensor[] next,
+                           int tokensPerRow, Tensor out);
+
     /** {@link #scanStates} of every row: the state after row r's token t goes to {@code scratch[r][t]}. */
     void scanStatesBatch(Tensor[] states, StateLayout layout, Tensor conv, RecurrentRow rows, Tensor[][] scratch,
                          int tokensPerRow, Tensor y);

@@ -84,13 +84,11 @@ public class ReplayStrategy implements RollbackStrategy {
                 throw new IllegalStateException("a batched verify needs every slot in one layout");
             }
         }
-        // 1. U(L − p) → U(L); the state's replay is fused into the launch below
-        backend.shiftWindowBatch(windows, previousRaw, counts);
-        // 3. this step's pre-conv inputs into the other buffers
-        backend.scatterRowBlocks(rows.raw(), tokensPerRow, nextRaw);
-        // 1 + 2. replay S_old → S(L) (written back), outputs from S(L), history into the other buffers
+        // 1. U(L − p) → U(L), 3. this step's pre-conv inputs into the other buffers, and the conv of
+        // this step's tokens, in one operation
         Tensor conv = backend.empty(rows.tokens(), ops.shape().convDim());
-        ops.convolveBatch(rows.raw(), windows, tokensPerRow, conv);
+        ops.convolveStepBatch(rows.raw(), windows, previousRaw, counts, nextRaw, tokensPerRow, conv);
+        // 1 + 2. replay S_old → S(L) (written back), outputs from S(L), history into the other buffers
         ops.replayVerifyBatch(states, layout, previous, counts, conv, rows, next, tokensPerRow, y);
         backend.free(conv);
         for (int r = 0; r < n; r++) {

@@ -93,9 +93,28 @@ public final class CudaBackend implements Backend {
     }
 
     @Override
+    public void graphBreak() {
+        rt.enter();
+        rt.graphBreak();
+    }
+
+    @Override
     public void endGraph() {
         rt.enter();
         rt.endGraph();
+    }
+
+    /**
+     * Whether recorded steps run as several graphs, cut at {@link #graphBreak()} (default: the system
+     * property {@code hyspec.cuda.split-steps}, true); for benchmarks that compare the two.
+     */
+    public void splitSteps(boolean split) {
+        rt.enter();
+        rt.splitSteps(split);
+    }
+
+    public boolean splitsSteps() {
+        return rt.splitsSteps();
     }
 
     /**
@@ -507,6 +526,14 @@ public final class CudaBackend implements Backend {
         rt.enter();
         mamba2Batch.causalConv1dBatch(f32(x), f32s(windows), t(w), bias == null ? null : t(bias), tokensPerRow,
                 f32(out), advance);
+    }
+
+    @Override
+    public void convStepBatch(Tensor x, Tensor[] windows, Tensor[] previous, int[] counts, Tensor[] next, Tensor w,
+                              Tensor bias, int tokensPerRow, Tensor out) {
+        rt.enter();
+        mamba2Batch.convStepBatch(f32(x), f32s(windows), f32s(previous), counts, f32s(next), t(w),
+                bias == null ? null : t(bias), tokensPerRow, f32(out));
     }
 
     @Override

@@ -62,6 +62,8 @@ public final class CudaRuntime implements AutoCloseable {
     static final String PTX_DIR = "native-kernels";
     /** Bytes of pinned host memory (and its device twin) for host arrays staged per launch. */
     private static final int STAGING_BYTES = 4 << 20;
+    /** {@code -Dhyspec.cuda.split-steps=false}: every recorded step is one piece (one graph). */
+    private static final boolean SPLIT_STEPS = Boolean.parseBoolean(System.getProperty("hyspec.cuda.split-steps", "true"));
 
     private final CUdevice device = new CUdevice();
     private final CUcontext context = new CUcontext();
@@ -78,6 +80,8 @@ public final class CudaRuntime implements AutoCloseable {
     private final ByteBuffer staging;
     private final CUdeviceptr stagingDevice;
     private int stagingAt;
+    private int pieceStaging;   // where the staged arrays of the piece being recorded begin
+    private boolean splitSteps = SPLIT_STEPS;
     private final StepGraphs graphs;
     private String nextLabel;   // labelNext: the next launch's profile label and weight bytes
     private long nextBytes;
@@ -371,7 +375,30 @@ public final class CudaRuntime implements AutoCloseable {
         graphs.abandon();
         cuStreamSynchronize(stream);   // nothing still reads the staging area
         stagingAt = 0;
+        pieceStaging = 0;
         graphs.begin();
+    }
+
+    /**
+     * A place where the step being recorded may be cut ({@link StepGraphs#cut}): the work recorded so
+     * far is launched, and the device runs it while the host records the rest. The next piece stages
+     * its arrays after this one's, so the copy already queued is never overwritten.
+     */
+    void graphBreak() {
+        if (!splitSteps || !graphs.recording() || graphs.profiling()) {
+            return;
+        }
+        graphs.cut();
+        pieceStaging = stagingAt;
+    }
+
+    /** Whether recorded steps are cut at {@link #graphBreak()} (the default: {@code hyspec.cuda.split-steps}). */
+    void splitSteps(boolean split) {
+        splitSteps = split;
+    }
+
+    boolean splitsSteps() {
+        return splitSteps;
     }
 
     /**
@@ -429,8 +456,12 @@ public final class CudaRuntime implements AutoCloseable {
         Pointer src = stagingHost.withByteOffset(at);
         stagingAt = at + bytes;
         if (graphs.recording()) {
-            int end = stagingAt;   // a recorded step stages from offset 0 (beginGraph)
-            graphs.staged(end, s -> cuMemcpyHtoDAsync(stagingDevice, stagingHost, end, s));
+            // a recorded step stages from offset 0 (beginGraph), each piece after the one before (graphBreak)
+            int from = pieceStaging;
+            int length = stagingAt - from;
+            CUdeviceptr deviceFrom = stagingDevice.withByteOffset(from);
+            Pointer hostFrom = stagingHost.withByteOffset(from);
+            graphs.staged(from, length, s -> cuMemcpyHtoDAsync(deviceFrom, hostFrom, length, s));
         } else {
             cuMemcpyHtoDAsync(dst, src, bytes, stream);
         }

@@ -12,17 +12,40 @@ public final class CudaTensor implements Tensor {
     private final CUdeviceptr ptr;
     private final DType dtype;
     private final int[] shape;
+    private final long numel;
     private boolean freed;
 
     CudaTensor(CUdeviceptr ptr, DType dtype, int[] shape) {
         this.ptr = ptr;
         this.dtype = dtype;
         this.shape = shape.clone();
+        long n = 1;
+        for (int d : shape) {
+            n *= d;
+        }
+        this.numel = n;
     }
 
     @Override
     public int[] shape() {
         return shape.clone();
+    }
+
+    // numel, rows and cols without the copy shape() makes: the kernels' argument checks call them
+    // for every launch of a recorded step
+    @Override
+    public long numel() {
+        return numel;
+    }
+
+    @Override
+    public int rows() {
+        return shape[0];
+    }
+
+    @Override
+    public int cols() {
+        return (int) (numel / shape[0]);
     }
 
     /** The device address; throws once the tensor was freed. */

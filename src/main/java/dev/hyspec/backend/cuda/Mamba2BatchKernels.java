@@ -60,6 +60,48 @@ final class Mamba2BatchKernels {
                 channels, width, advance ? 1 : 0);
     }
 
+    /**
+     * {@code Backend.convStepBatch} in one launch ({@code conv_step_batch}): each row's window moves
+     * past its previous inputs, its raw inputs are kept for the next step, and its conv outputs are
+     * computed — the work of {@code conv_shift_batch}, {@code copy_batch} and {@code conv1d_batch}.
+     */
+    void convStepBatch(CudaTensor x, CudaTensor[] windows, CudaTensor[] previous, int[] counts, CudaTensor[] next,
+                       CudaTensor w, CudaTensor bias, int tokensPerRow, CudaTensor out) {
+        int rows = checkRows(windows.length);
+        int channels = x.cols();
+        if (previous.length != rows || counts.length != rows || next.length != rows) {
+            throw new IllegalArgumentException("convStepBatch: " + rows + " windows, " + previous.length
+                    + " previous inputs, " + counts.length + " counts, " + next.length + " next buffers");
+        }
+        if (channels == 0 || w.numel() % channels != 0) {
+            throw new IllegalArgumentException("convStepBatch: w " + w + " for " + channels + " channels");
+        }
+        int width = (int) (w.numel() / channels);
+        if (x.rows() != (long) rows * tokensPerRow || out.numel() != x.numel()
+                || (bias != null && bias.numel() != channels)) {
+            throw new IllegalArgumentException("convStepBatch: x " + x + " for " + rows + " rows of " + tokensPerRow
+                    + " tokens, out " + out + ", bias " + bias);
+        }
+        for (int r = 0; r < rows; r++) {
+            if (windows[r].numel() != (long) channels * (width - 1) || previous[r].cols() != channels
+                    || counts[r] < 0 || counts[r] > previous[r].rows() || next[r].cols() != channels
+                    || next[r].rows() < tokensPerRow) {
+                throw new IllegalArgumentException("convStepBatch row " + r + ": window " + windows[r] + ", previous "
+                        + previous[r] + ", count " + counts[r] + ", next " + next[r] + " for " + channels
+                        + " channels of width " + width + " and " + tokensPerRow + " tokens");
+            }
+        }
+        if (rows == 0 || tokensPerRow == 0) {
+            shiftWindowBatch(windows, previous, counts);
+            return;
+        }
+        String wSuffix = DenseKernels.suffix(w.dtype());
+        String bSuffix = bias == null ? wSuffix : DenseKernels.suffix(bias.dtype());
+        rt.launch("conv_step_batch_" + wSuffix + "_" + bSuffix, DenseKernels.blocks(channels, BLOCK), rows, 1, BLOCK, 0,
+                x, rt.stagePointers(windows), rt.stagePointers(previous), rt.stage(counts), rt.stagePointers(next), w,
+                bias == null ? w : bias, bias == null ? 0 : 1, out, tokensPerRow, channels, width);
+    }
+
     void shiftWindowBatch(CudaTensor[] windows, CudaTensor[] xs, int[] counts) {
         int rows = checkRows(windows.length);
         if (xs.length != rows || counts.length != rows) {

@@ -35,8 +35,8 @@ import jcuda.driver.CUstreamCaptureMode;
  * routing) gives up its recording: the queued work is issued eagerly and the step goes on without one.
  */
 final class StepGraphs implements AutoCloseable {
-    /** Graphs kept, least recently used evicted first. */
-    private static final int CAPACITY = 64;
+    /** Graphs kept (one per piece of a step), least recently used evicted first. */
+    private static final int CAPACITY = 256;
     private static final Field NATIVE_POINTER = field(NativePointerObject.class, "nativePointer");
     private static final Field BYTE_OFFSET = field(Pointer.class, "byteOffset");
 
@@ -69,7 +69,8 @@ final class StepGraphs implements AutoCloseable {
     private final List<Long> opBytes = new ArrayList<>();    // per queued op: weight bytes it reads, or 0
     private StepProfile profile;
     private long beganNanos;   // when the step's recording began (for a profile)
-    private Op stagingCopy;   // the step's staged host arrays, one copy issued ahead of its other ops
+    private Op stagingCopy;   // the piece's staged host arrays, one copy issued ahead of its other ops
+    private int stagedFrom;
     private int stagedBytes;
     private long[] sig = new long[1024];
     private int sigLength;
@@ -97,16 +98,18 @@ final class StepGraphs implements AutoCloseable {
         opBytes.clear();
         sigLength = 0;
         stagingCopy = null;
+        stagedFrom = 0;
         stagedBytes = 0;
         beganNanos = System.nanoTime();
     }
 
     /**
-     * The step's staged host arrays now fill the first {@code bytes} of the staging area; {@code copy}
-     * copies them to the device. One copy ahead of the step's other ops replaces a copy per array
-     * (every staged array is written on the host before the step's work is issued).
+     * The piece's staged host arrays now fill bytes {@code from} .. {@code from + bytes} of the staging
+     * area; {@code copy} copies them to the device. One copy ahead of the piece's other ops replaces a
+     * copy per array (every staged array is written on the host before the piece's work is issued).
      */
-    void staged(int bytes, Op copy) {
+    void staged(int from, int bytes, Op copy) {
+        stagedFrom = from;
         stagedBytes = bytes;
         stagingCopy = copy;
     }
@@ -119,7 +122,7 @@ final class StepGraphs implements AutoCloseable {
             queued.add(0, stagingCopy);
             labels.add(0, "memcpy staged host-to-device");
             opBytes.add(0, 0L);
-            add(null, 0, null, 4, 0, stagedBytes);   // into the signature (ops is null: nothing is queued)
+            add(null, 0, null, 4, stagedFrom, stagedBytes);   // into the signature (ops is null: nothing is queued)
             stagingCopy = null;
         }
         return queued;
@@ -199,12 +202,30 @@ final class StepGraphs implements AutoCloseable {
         }
     }
 
-    /** Ends the step: replays, captures or issues its work. */
+    /** Ends the step: replays, captures or issues the work recorded since it began (or since its last cut). */
     void end() {
         if (ops == null) {
             return;
         }
+        flush(take());
+    }
+
+    /**
+     * Cuts the step being recorded: the work recorded so far starts on the device (replayed, captured
+     * or issued as {@link #end()} would) while the rest of the step is recorded as a piece of its own.
+     * Each piece has its own signature and graph, so a step of P pieces replays P graphs; the host
+     * records piece k + 1 while the device runs piece k. A profiled step is not cut.
+     */
+    void cut() {
+        if (ops == null || profile != null) {
+            return;
+        }
         List<Op> queued = take();
+        flush(queued);
+        begin();
+    }
+
+    private void flush(List<Op> queued) {
         if (queued.isEmpty()) {
             return;
         }

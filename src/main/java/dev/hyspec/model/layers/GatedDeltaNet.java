@@ -167,6 +167,12 @@ public final class GatedDeltaNet extends RecurrentMixer {
     }
 
     @Override
+    public void convolveStepBatch(Tensor raw, Tensor[] windows, Tensor[] previous, int[] counts, Tensor[] next,
+                                  int tokensPerRow, Tensor out) {
+        backend.convStepBatch(raw, windows, previous, counts, next, convWeight, null, tokensPerRow, out);
+    }
+
+    @Override
     public void scanStatesBatch(Tensor[] states, StateLayout layout, Tensor conv, RecurrentRow rows,
                                 Tensor[][] scratch, int tokensPerRow, Tensor y) {
         backend.gatedDeltaScanStatesBatch(states, layout, conv, rows.side1(), rows.side2(), aLog, dtBias, dims, scratch,

@@ -127,6 +127,12 @@ public final class Mamba2Mixer extends RecurrentMixer {
     }
 
     @Override
+    public void convolveStepBatch(Tensor raw, Tensor[] windows, Tensor[] previous, int[] counts, Tensor[] next,
+                                  int tokensPerRow, Tensor out) {
+        backend.convStepBatch(raw, windows, previous, counts, next, convWeight, convBias, tokensPerRow, out);
+    }
+
+    @Override
     public void scanStatesBatch(Tensor[] states, StateLayout layout, Tensor conv, RecurrentRow rows,
                                 Tensor[][] scratch, int tokensPerRow, Tensor y) {
         backend.mamba2ScanStatesBatch(states, layout, conv, rows.side1(), dtBias, aLog, d, dims, scratch, tokensPerRow,

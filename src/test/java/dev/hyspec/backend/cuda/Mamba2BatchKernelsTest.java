@@ -261,6 +261,61 @@ class Mamba2BatchKernelsTest {
         }
     }
 
+    /**
+     * The fused conv step of a replay verify (one launch) against the CPU backend's three operations:
+     * window shift over the previous inputs (counts 0 … T), the raw rows kept, the conv outputs.
+     */
+    @Test
+    void convStepBatchMatchesCpu() {
+        CudaBackend gpu = Gpu.backend();
+        Random r = random();
+        int variant = 0;
+        int[][] cw = {{48, 4}, {40, 2}, {10240, 4}};
+        for (int[] c : cw) {
+            int channels = c[0];
+            int width = c[1];
+            int keep = width - 1;
+            for (int rows : ROWS) {
+                for (int t : TOKENS) {
+                    int v = variant++;
+                    DType wType = v % 2 == 0 ? DType.F32 : DType.BF16;
+                    boolean withBias = v % 3 != 2;
+                    DType bType = v % 3 == 0 ? DType.F32 : DType.BF16;
+                    Tensor[] w = Mamba2KernelsTest.weight(wType,
+                            Mamba2KernelsTest.representable(Gpu.normal(r, channels * width, 0.5)), channels, width);
+                    Tensor[] bias = withBias ? Mamba2KernelsTest.weight(bType,
+                            Mamba2KernelsTest.representable(Gpu.normal(r, channels, 0.5)), channels) : new Tensor[2];
+                    int[] counts = new int[rows];
+                    for (int i = 0; i < rows; i++) {
+                        counts[i] = rows == 1 ? t : i == 0 ? 0 : i == 1 ? t : r.nextInt(t + 1);
+                    }
+                    // previous inputs hold up to 8 rows (a longer verify than this one), as the workspaces do
+                    int held = 8;
+                    Tensor[][] windows = rowTensors(rowValues(r, rows, channels * keep, false), channels, keep);
+                    Tensor[][] previous = rowTensors(rowValues(r, rows, held * channels, false), held, channels);
+                    Tensor[][] next = rowTensors(rowValues(r, rows, held * channels, false), held, channels);
+                    Tensor[] x = Gpu.both(Gpu.normal(r, rows * t * channels, 1), rows * t, channels);
+                    Tensor cpuOut = Gpu.CPU.zeros(rows * t, channels);
+                    Tensor out = Gpu.poisoned(rows * t, channels);
+                    Gpu.CPU.convStepBatch(x[0], windows[0], previous[0], counts, next[0], w[0], bias[0], t, cpuOut);
+                    gpu.convStepBatch(x[1], windows[1], previous[1], counts, next[1], w[1], bias[1], t, out);
+                    String what = "C=" + channels + " W=" + width + " R=" + rows + " T=" + t + " w " + wType
+                            + (withBias ? " bias " + bType : " no bias") + " counts " + Arrays.toString(counts);
+                    check("convStepBatch", what + " out", cpuOut, out, TOL);
+                    for (int i = 0; i < rows; i++) {
+                        check("convStepBatch window", what + " row " + i, windows[0][i], windows[1][i], 0);
+                        check("convStepBatch next", what + " row " + i, next[0][i], next[1][i], 0);
+                    }
+                    Gpu.free(gpu, w[1], x[1], out);
+                    if (withBias) {
+                        Gpu.free(gpu, bias[1]);
+                    }
+                    free(windows[1], previous[1], next[1]);
+                }
+            }
+        }
+    }
+
     // ------------------------------------------------------------------ scans
 
     @Test
