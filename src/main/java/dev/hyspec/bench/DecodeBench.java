@@ -9,7 +9,10 @@ import dev.hyspec.backend.Backend;
 import dev.hyspec.backend.Tensor;
 import dev.hyspec.backend.cuda.CudaBackend;
 import dev.hyspec.backend.cuda.HostProfile;
+import dev.hyspec.backend.cpu.CpuBackend;
 import dev.hyspec.backend.cuda.StepProfile;
+import dev.hyspec.checkpoint.Checkpoint;
+import dev.hyspec.engine.ModelRegistry;
 import dev.hyspec.bench.DecodeRun.Measured;
 import dev.hyspec.bench.DecodeRun.Mode;
 import dev.hyspec.bench.DecodeRun.Workload;
@@ -84,15 +87,40 @@ public final class DecodeBench {
     enum DraftSource { NGRAM, ORACLE, FORCED }
 
     /** A model to measure: its name in the results and its config. */
-    record ModelSpec(String name, ModelConfig config) {}
+    record ModelSpec(String name, ModelConfig config, Path checkpoint, int[][] texts) {
+        ModelSpec(String name, ModelConfig config) {
+            this(name, config, null, null);
+        }
+
+        /** The workload for this model: prompts of its real texts where it has them. */
+        Workload prompts(Workload w) {
+            return texts == null ? w : w.withTexts(texts);
+        }
+
+        /** The model on {@code backend}: the checkpoint's weights, or random ones of the config's shape. */
+        HybridModel build(Backend backend) {
+            return checkpoint == null ? HybridModel.generate(config, backend, SEED)
+                    : HybridModel.load(Checkpoint.open(checkpoint), backend);
+        }
+    }
+
+    /**
+     * A trained model to measure the n-gram drafter's real acceptance on: the embedded default
+     * ({@link ModelRegistry#EMBEDDED_MODEL}, looked up from the working directory).
+     */
+    static final String TRAINED = "kjv-hybrid";
 
     /**
      * Sizes of a run. {@code copyBytes}: each buffer of the bandwidth measurement, copied
      * {@code copyRepeats} times.
      */
-    record Settings(Workload workload, Workload warmup, long copyBytes, int copyRepeats) {
+    record Settings(Workload workload, Workload warmup, long copyBytes, int copyRepeats, double acceptRate) {
         static final Settings FULL = new Settings(new Workload(256, 16, 128), new Workload(32, 8, 256), 1L << 30, 20);
         static final Settings QUICK = new Settings(new Workload(64, 16, 64), new Workload(32, 8, 64), 1L << 29, 10);
+
+        Settings(Workload workload, Workload warmup, long copyBytes, int copyRepeats) {
+            this(workload, warmup, copyBytes, copyRepeats, 1.0);
+        }
     }
 
     /** One row of the results. */
@@ -118,6 +146,8 @@ public final class DecodeBench {
         boolean hostProfile = false;
         int warmupTokens = -1;
         boolean splitSteps = true;
+        boolean cpu = false;
+        double acceptRate = -1;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
                 case "--out" -> out = Path.of(args[++i]);
@@ -129,6 +159,8 @@ public final class DecodeBench {
                 case "--host-profile" -> hostProfile = true;
                 case "--warmup-tokens" -> warmupTokens = Integer.parseInt(args[++i]);
                 case "--no-split" -> splitSteps = false;
+                case "--cpu" -> cpu = true;
+                case "--accept-rate" -> acceptRate = Double.parseDouble(args[++i]);
                 default -> usage("unknown argument " + args[i]);
             }
         }
@@ -138,19 +170,35 @@ public final class DecodeBench {
         if (warmupTokens > 0) {
             Workload w = settings.warmup();
             settings = new Settings(settings.workload(), new Workload(w.promptTokens(), w.phraseTokens(), warmupTokens),
-                    settings.copyBytes(), settings.copyRepeats());
+                    settings.copyBytes(), settings.copyRepeats(), settings.acceptRate());
+        }
+        if (acceptRate >= 0) {
+            if (drafter != DraftSource.FORCED || acceptRate > 1) {
+                usage("--accept-rate (0 … 1) goes with --drafter forced");
+            }
+            settings = new Settings(settings.workload(), settings.warmup(), settings.copyBytes(), settings.copyRepeats(),
+                    acceptRate);
         }
         List<ModelSpec> specs = new ArrayList<>();
         for (String m : models) {
+            if (m.equals(TRAINED)) {
+                Path dir = Path.of(ModelRegistry.EMBEDDED_MODEL);
+                specs.add(new ModelSpec(m, ModelConfigParser.parse(Checkpoint.open(dir).config()), dir, texts(dir)));
+                continue;
+            }
             if (!MODELS.contains(m)) {
-                usage("unknown model " + m + "; available: " + String.join(", ", MODELS));
+                usage("unknown model " + m + "; available: " + String.join(", ", MODELS) + ", " + TRAINED);
             }
             specs.add(new ModelSpec(m, config(m)));
         }
         Path target = out;
         Files.createDirectories(target.toAbsolutePath().getParent());
         boolean split = splitSteps;
+        boolean onCpu = cpu;
         Report report = run(() -> {
+            if (onCpu) {
+                return new CpuBackend();
+            }
             CudaBackend cuda = new CudaBackend(CudaBackend.Precision.BF16);
             cuda.splitSteps(split);
             return cuda;
@@ -168,8 +216,29 @@ public final class DecodeBench {
 
     private static void usage(String why) {
         System.err.println(why + "\nusage: DecodeBench --out FILE.json [--quick] [--models " + String.join(",", MODELS)
-                + "] [--batches 1,8,32,64] [--drafter ngram|oracle|forced] [--profile] [--host-profile] [--warmup-tokens N] [--no-split]");
+                + "] [--batches 1,8,32,64] [--drafter ngram|oracle|forced] [--profile] [--host-profile] [--accept-rate R] [--warmup-tokens N] [--no-split] [--cpu]");
         System.exit(2);
+    }
+
+    /**
+     * Real text for a trained model's prompts: each prompt of its {@code reference.json} followed by
+     * its greedy continuation (transformers' tokens, {@code greedy[i].cached}).
+     */
+    static int[][] texts(Path dir) {
+        try {
+            JsonNode ref = JSON.readTree(dir.resolve("reference.json").toFile());
+            int n = ref.get("prompts").size();
+            int[][] texts = new int[n][];
+            for (int i = 0; i < n; i++) {
+                List<Integer> t = new ArrayList<>();
+                ref.get("prompts").get(i).forEach(v -> t.add(v.asInt()));
+                ref.get("greedy").get(i).get("cached").forEach(v -> t.add(v.asInt()));
+                texts[i] = t.stream().mapToInt(Integer::intValue).toArray();
+            }
+            return texts;
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
     }
 
     /** The config of a model shape named in {@link #MODELS}. */
@@ -192,6 +261,10 @@ public final class DecodeBench {
                       DraftSource drafter, boolean profile, boolean hostProfile, Consumer<Report> progress) {
         Map<String, Object> machine = new LinkedHashMap<>();
         machine.put("drafter", drafter.name().toLowerCase(Locale.ROOT));
+        double forcedRate = drafter == DraftSource.FORCED ? s.acceptRate() : -1;
+        if (forcedRate >= 0) {
+            machine.put("forcedAcceptRate", forcedRate);
+        }
         machine.put("java", System.getProperty("java.version"));
         machine.put("cpus", Runtime.getRuntime().availableProcessors());
         machine.put("workload", Map.of("promptTokens", s.workload().promptTokens(), "phraseTokens",
@@ -212,7 +285,7 @@ public final class DecodeBench {
                             bandwidth / 1e9);
                 }
                 long t0 = System.nanoTime();
-                HybridModel model = HybridModel.generate(spec.config(), backend, SEED);
+                HybridModel model = spec.build(backend);
                 Tensor probe = backend.zeros(1);
                 backend.download(probe);   // waits for the generation kernels
                 backend.free(probe);
@@ -224,8 +297,8 @@ public final class DecodeBench {
                                 c.liveBytes() / 1e9) : "");
                 int[][] greedy = null;
                 for (Mode mode : MODES) {   // warm-up: the JIT and the first graph captures
-                    int[][] out = DecodeRun.run(model, 2, mode, s.warmup(), SEED, oracle(drafter, greedy),
-                            drafter == DraftSource.FORCED).outputs();
+                    int[][] out = DecodeRun.run(model, 2, mode, spec.prompts(s.warmup()), SEED, oracle(drafter, greedy),
+                            forcedRate, null).outputs();
                     greedy = greedy == null ? out : greedy;
                 }
                 System.out.println(HEADER);
@@ -233,8 +306,8 @@ public final class DecodeBench {
                     greedy = null;
                     for (Mode mode : MODES) {   // no-spec first: its outputs are the oracle's drafts
                         try {
-                            Measured m = DecodeRun.run(model, batch, mode, s.workload(), SEED + batch,
-                                    oracle(drafter, greedy), drafter == DraftSource.FORCED);
+                            Measured m = DecodeRun.run(model, batch, mode, spec.prompts(s.workload()), SEED + batch,
+                                    oracle(drafter, greedy), forcedRate, null);
                             greedy = greedy == null ? m.outputs() : greedy;
                             double download = DecodeRun.logitsDownloadMs(backend, batch * (mode.numDrafts() + 1),
                                     spec.config().vocabSize());
@@ -262,7 +335,7 @@ public final class DecodeBench {
                     HostProfile p = cuda.startHostProfile();
                     Measured m;
                     try {
-                        m = DecodeRun.run(model, 1, Mode.NO_SPEC, s.workload(), SEED + 1, null, false, p);
+                        m = DecodeRun.run(model, 1, Mode.NO_SPEC, spec.prompts(s.workload()), SEED + 1, null, -1, p);
                     } finally {
                         cuda.stopHostProfile();
                     }

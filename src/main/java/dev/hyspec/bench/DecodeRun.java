@@ -54,8 +54,19 @@ final class DecodeRun {
         }
     }
 
-    /** Sizes of the requests. */
-    record Workload(int promptTokens, int phraseTokens, int maxTokens) {}
+    /**
+     * Sizes of the requests. {@code texts}, when not null, are token sequences of real text: request
+     * r repeats a {@code phraseTokens} window of text {@code r % texts.length} instead of random ids.
+     */
+    record Workload(int promptTokens, int phraseTokens, int maxTokens, int[][] texts) {
+        Workload(int promptTokens, int phraseTokens, int maxTokens) {
+            this(promptTokens, phraseTokens, maxTokens, null);
+        }
+
+        Workload withTexts(int[][] texts) {
+            return new Workload(promptTokens, phraseTokens, maxTokens, texts);
+        }
+    }
 
     /**
      * What a configuration measured. Per decode step (means): {@code stepMs} in all,
@@ -85,12 +96,17 @@ final class DecodeRun {
      */
     static Measured run(HybridModel model, int batch, Mode mode, Workload w, long seed, int[][] continuations,
                         boolean forceAcceptance) {
-        return run(model, batch, mode, w, seed, continuations, forceAcceptance, null);
+        return run(model, batch, mode, w, seed, continuations, forceAcceptance ? 1.0 : -1.0, null);
     }
 
-    /** @param hostProfile when not null, told where each step begins and ends ({@link HostProfile}) */
+    /**
+     * @param forcedRate  at or above 0: drafts are accepted at this rate whatever the argmax
+     *                    ({@link EngineCore#forceDraftAcceptance(double, long)}, draws seeded by
+     *                    {@code seed}); negative: the target's greedy tokens decide
+     * @param hostProfile when not null, told where each step begins and ends ({@link HostProfile})
+     */
     static Measured run(HybridModel model, int batch, Mode mode, Workload w, long seed, int[][] continuations,
-                        boolean forceAcceptance, HostProfile hostProfile) {
+                        double forcedRate, HostProfile hostProfile) {
         int maxLen = w.promptTokens() + w.maxTokens() + mode.numDrafts() + 1;
         int pagesPerRequest = (maxLen + PAGE_SIZE - 1) / PAGE_SIZE;
         EngineOptions options = new EngineOptions(batch, Math.max(PREFILL_BUDGET, batch * (mode.numDrafts() + 1)),
@@ -101,7 +117,7 @@ final class DecodeRun {
         strategies.put(IntermediateCopyStrategy.ID, new IntermediateCopyStrategy());
         Backend backend = model.backend();
         try (EngineCore core = new EngineCore(model, options, strategies)) {
-            core.forceDraftAcceptance(forceAcceptance);
+            core.forceDraftAcceptance(forcedRate, seed);
             long[] commitNanos = new long[1];
             core.setObserver(new EngineObserver() {
                 @Override
@@ -115,7 +131,8 @@ final class DecodeRun {
             int vocab = model.config().vocabSize();
             SamplingParams greedy = new SamplingParams(0.0, 1.0, 0, null, w.maxTokens(), List.of(), true);
             for (int r = 0; r < batch; r++) {
-                GenerationRequest request = GenerationRequest.of("bench-" + r, repetitivePrompt(rnd, w, vocab), greedy);
+                int[] prompt = w.texts() == null ? repetitivePrompt(rnd, w, vocab) : textPrompt(w, r);
+                GenerationRequest request = GenerationRequest.of("bench-" + r, prompt, greedy);
                 if (continuations != null && mode.numDrafts() > 0) {
                     request = request.withDrafter(oracle(w.promptTokens(), continuations[r]), mode.numDrafts());
                 }
@@ -181,6 +198,25 @@ final class DecodeRun {
         int[] prompt = new int[w.promptTokens()];
         for (int i = 0; i < prompt.length; i++) {
             prompt[i] = phrase[i % phrase.length];
+        }
+        return prompt;
+    }
+
+    /**
+     * Request r's prompt of real text: a {@code phraseTokens} window of text {@code r % texts}
+     * (starting further in for later requests on the same text), repeated to the prompt length.
+     */
+    static int[] textPrompt(Workload w, int r) {
+        int[] text = w.texts()[r % w.texts().length];
+        int room = text.length - w.phraseTokens();
+        if (room < 0) {
+            throw new IllegalArgumentException("a text of " + text.length + " tokens has no phrase of "
+                    + w.phraseTokens());
+        }
+        int from = room == 0 ? 0 : (r / w.texts().length * 5) % (room + 1);
+        int[] prompt = new int[w.promptTokens()];
+        for (int i = 0; i < prompt.length; i++) {
+            prompt[i] = text[from + i % w.phraseTokens()];
         }
         return prompt;
     }

@@ -55,6 +55,8 @@ public final class EngineCore implements AutoCloseable {
     private final Sampler sampler = new Sampler();
     private final SpeculativeVerifier verifier = new SpeculativeVerifier(sampler);
     private boolean forceAcceptance;
+    private double forcedRate = 1;
+    private java.util.Random forcedDraws = new java.util.Random(0);
     private final NgramDrafter ngram;
     private final Deque<RequestState> waiting = new ArrayDeque<>();
     private final List<RequestState> running = new ArrayList<>();
@@ -114,7 +116,22 @@ public final class EngineCore implements AutoCloseable {
      * Never set by the server.
      */
     public void forceDraftAcceptance(boolean force) {
-        this.forceAcceptance = force;
+        forceDraftAcceptance(force ? 1.0 : -1.0, 0);
+    }
+
+    /**
+     * As {@link #forceDraftAcceptance(boolean)}, at an acceptance rate: each draft of a row, in order,
+     * is accepted with probability {@code rate} (a seeded stream of draws decides) until the first
+     * rejected one, whose position then takes a token other than the draft, so the row stops there.
+     * {@code rate} 1 accepts every draft; a negative rate turns forcing off.
+     */
+    public void forceDraftAcceptance(double rate, long seed) {
+        if (rate > 1 || Double.isNaN(rate)) {
+            throw new IllegalArgumentException("acceptance rate " + rate);
+        }
+        this.forceAcceptance = rate >= 0;
+        this.forcedRate = rate;
+        this.forcedDraws = new java.util.Random(seed);
     }
 
     /** Receives step and verification events from now on. */
@@ -422,7 +439,15 @@ public final class EngineCore implements AutoCloseable {
                 throw new IllegalStateException("forced draft acceptance needs greedy rows without logprobs");
             }
             picks = picks.clone();
-            System.arraycopy(drafts, 0, picks, 0, drafts.length);   // the target "agrees" with every draft
+            // the target "agrees" with the first m drafts and not with the next one
+            int m = 0;
+            while (m < drafts.length && (forcedRate >= 1 || forcedDraws.nextDouble() < forcedRate)) {
+                m++;
+            }
+            System.arraycopy(drafts, 0, picks, 0, m);
+            if (m < drafts.length && picks[m] == drafts[m]) {
+                picks[m] = (drafts[m] + 1) % model.config().vocabSize();
+            }
         }
         Verification v = picks != null ? SpeculativeVerifier.greedy(picks, drafts)
                 : verifier.verify(logits, drafts, r.request.sampling(), r.rng);
