@@ -131,6 +131,45 @@ final class Gpu {
         return err;
     }
 
+    /**
+     * As {@link #check(String, Tensor, Tensor, double, long)} for a matrix product {@code x [T, K] · w [O, K]ᵀ},
+     * with the error measured against {@code max(max|cpu|, max ||x_t||·||w_o||)}: the largest any output
+     * of the product can be (Cauchy–Schwarz). An output that nearly cancels is then held to the
+     * float32 rounding of its terms, not to its own small value.
+     */
+    static double checkProduct(String what, Tensor cpu, Tensor gpu, float[] x, float[] w, int k, double tol,
+                               long seed) {
+        float[] c = CPU.download(cpu);
+        float[] g = backend().download(gpu);
+        double bound = 0;
+        for (int t = 0; t < x.length / k; t++) {
+            for (int o = 0; o < w.length / k; o++) {
+                double xx = 0;
+                double ww = 0;
+                for (int i = 0; i < k; i++) {
+                    xx += (double) x[t * k + i] * x[t * k + i];
+                    ww += (double) w[o * k + i] * w[o * k + i];
+                }
+                bound = Math.max(bound, Math.sqrt(xx * ww));
+            }
+        }
+        double maxRef = 0;
+        double maxErr = 0;
+        for (int i = 0; i < c.length; i++) {
+            maxRef = Math.max(maxRef, Math.abs(c[i]));
+            maxErr = Float.isFinite(g[i]) || !Float.isFinite(c[i]) ? Math.max(maxErr, Math.abs((double) g[i] - c[i]))
+                    : Double.NaN;
+        }
+        double err = maxErr / Math.max(Math.max(maxRef, bound), 1e-30);
+        report(what, err, tol, c.length);
+        if (!(err <= tol)) {
+            int worst = worst(c, g);
+            fail(String.format(Locale.ROOT, "%s: error %.3e of max(max|cpu|, max ||x||·||w||) > %.1e (seed %d; element "
+                    + "%d: gpu %s, cpu %s)", what, err, tol, seed, worst, g[worst], c[worst]));
+        }
+        return err;
+    }
+
     private static int worst(float[] cpu, float[] gpu) {
         int w = 0;
         double e = -1;
