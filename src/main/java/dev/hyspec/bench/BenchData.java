@@ -23,7 +23,7 @@ record BenchData(Machine machine, String date, boolean quick, double copyBandwid
 
     /** One state-update figure. */
     record StateRow(String arch, String op, String layout, int tokens, int batch, double medianUs, double floorUs,
-                    double ratio, double achievedGBs, boolean hostBound, boolean checkPassed) {}
+                    double ratio, double achievedGBs, boolean hostBound, boolean checkPassed, double copyUs) {}
 
     /** One correctness spot check of the state-update benchmark. */
     record Check(String arch, String op, String layout, double relativeError, boolean passed) {}
@@ -49,7 +49,8 @@ record BenchData(Machine machine, String date, boolean quick, double copyBandwid
             rows.add(new StateRow(n.path("arch").asText("?"), n.path("op").asText("?"), n.path("layout").asText(""),
                     n.path("T").asInt(0), n.path("batch").asInt(0), median, floor,
                     n.path("ratio").asDouble(median / floor), n.path("achievedGBs").asDouble(Double.NaN),
-                    n.path("hostBound").asBoolean(false), n.path("checkPassed").asBoolean(true)));
+                    n.path("hostBound").asBoolean(false), n.path("checkPassed").asBoolean(true),
+                    n.path("sameBytesCopyUs").asDouble(Double.NaN)));
         }
         List<Check> checks = new ArrayList<>();
         for (JsonNode n : state.path("checks")) {

@@ -134,6 +134,10 @@ public final class BenchReport {
                 if (!d.checkPassed(r)) {
                     notes.add("**correctness check failed**");
                 }
+                if (!Double.isNaN(r.copyUs())) {
+                    notes.add(fmt("copy of the same bytes %.1f µs = %.2f× floor; replay = %.2f× that copy", r.copyUs(),
+                            r.copyUs() / r.floorUs(), r.medianUs() / r.copyUs()));
+                }
                 md.append(fmt("| %s | %s | %d | %d | %.1f | %.1f | %.2f | %.0f | %s | %s |\n", r.op(), r.layout(),
                         r.tokens(), r.batch(), r.medianUs(), r.floorUs(), r.ratio(), r.achievedGBs(),
                         Double.isNaN(s) ? "" : fmt("%.2f×", s), String.join(", ", notes)));

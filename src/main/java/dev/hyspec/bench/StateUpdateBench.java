@@ -65,7 +65,17 @@ public final class StateUpdateBench {
             new Case(StateWorkload.GDN_QWEN35, StateLayout.KV, List.of(Op.REPLAY, Op.INTERMEDIATE_COPY, Op.DECODE)));
 
     record Result(String arch, String op, StateLayout layout, int tokens, int batch, double medianUs, double floorUs,
-                  long floorBytes, int sets, int runs, boolean hostBound) {
+                  long floorBytes, int sets, int runs, boolean hostBound, double copyUs) {
+        Result(String arch, String op, StateLayout layout, int tokens, int batch, double medianUs, double floorUs,
+               long floorBytes, int sets, int runs, boolean hostBound) {
+            this(arch, op, layout, tokens, batch, medianUs, floorUs, floorBytes, sets, runs, hostBound, Double.NaN);
+        }
+
+        /** The time of a device copy that moves the same bytes, over the floor (NaN where not measured). */
+        double copyRatio() {
+            return copyUs / floorUs;
+        }
+
         double ratio() {
             return medianUs / floorUs;
         }
@@ -86,6 +96,8 @@ public final class StateUpdateBench {
 
     /** Values of hyspec.mamba2.verify-kernel to time the Mamba2 replay under (null: as configured). */
     private static List<String> verifyKernels;
+    /** The smallest batch whose replay figures get a same-bytes copy beside them. */
+    private static final int SAME_BYTES_COPY_FROM = 8;
 
     private final CudaBackend gpu;
     private final EventTimer timer;
@@ -287,14 +299,19 @@ public final class StateUpdateBench {
                         long wall = System.nanoTime();
                         GpuBench.Timed t = time(s -> w.run(op, rows[s], params), sets);
                         long bytes = w.floorBytes(op, tokens, batch);
+                        // beside replay from batch 8 up: a plain device copy of the same bytes, timed the same way
+                        double copyUs = op == Op.REPLAY && variant == null && batch >= SAME_BYTES_COPY_FROM
+                                ? sameBytesCopyUs(bytes) : Double.NaN;
                         Result r = new Result(w.arch(), label, c.layout(), tokens, batch, t.medianUs(),
-                                bytes / bandwidth * 1e6, bytes, sets, t.runs(), t.hostBound());
+                                bytes / bandwidth * 1e6, bytes, sets, t.runs(), t.hostBound(), copyUs);
                         results.add(r);
                         System.out.printf(Locale.ROOT,
-                                "[state-update] %-6s %-17s %s T=%d R=%3d: %10.1f us, floor %10.1f us, %5.2fx, %6.0f GB/s%s"
+                                "[state-update] %-6s %-17s %s T=%d R=%3d: %10.1f us, floor %10.1f us, %5.2fx, %6.0f GB/s%s%s"
                                         + " (%d sets, %d calls, %.1f s)%n",
                                 r.arch(), r.op(), r.layout(), tokens, batch, r.medianUs(), r.floorUs(), r.ratio(),
-                                r.achievedGBs(), r.hostBound() ? " HOST-BOUND" : "", sets, t.runs(),
+                                r.achievedGBs(), r.hostBound() ? " HOST-BOUND" : "",
+                                Double.isNaN(copyUs) ? "" : String.format(Locale.ROOT,
+                                        "; same-bytes copy %.1f us = %.2fx floor", copyUs, r.copyRatio()), sets, t.runs(),
                                 (System.nanoTime() - wall) / 1e9);
                     } finally {
                         if (variant != null) {
@@ -311,6 +328,26 @@ public final class StateUpdateBench {
             gpu.free(p);
         }
         gpu.free(template);
+    }
+
+    /**
+     * Median device µs of a device-to-device copy of {@code bytes / 2} bytes (it reads and writes
+     * {@code bytes} in all), timed as the operations are: alternating between two buffer pairs, each
+     * larger than the L2 cache from batch {@link #SAME_BYTES_COPY_FROM} up. It pays what any one
+     * launch that moves these bytes pays (the start, the tail) and shows how much of an operation's
+     * distance from its floor is that.
+     */
+    private double sameBytesCopyUs(long bytes) {
+        int floats = Math.toIntExact(bytes / 8);
+        Tensor[] src = {gpu.zeros(floats), gpu.zeros(floats)};
+        Tensor[] dst = {gpu.zeros(floats), gpu.zeros(floats)};
+        try {
+            return time(s -> gpu.copy(src[s], dst[s]), 2).medianUs();
+        } finally {
+            for (Tensor t : new Tensor[] {src[0], src[1], dst[0], dst[1]}) {
+                gpu.free(t);
+            }
+        }
     }
 
     /**
@@ -366,6 +403,9 @@ public final class StateUpdateBench {
             n.put("sets", r.sets());
             n.put("runs", r.runs());
             n.put("hostBound", r.hostBound());
+            if (!Double.isNaN(r.copyUs())) {
+                n.put("sameBytesCopyUs", GpuBench.round(r.copyUs(), 2));
+            }
             n.put("checkPassed", checks.stream().filter(k -> k.arch().equals(r.arch()) && k.op().equals(r.op())
                     && k.layout() == r.layout()).allMatch(StateUpdateCheck.Result::passed));
         }

@@ -58,6 +58,9 @@ final class StateUpdateTable {
                     notes.add("CHECK FAILED");
                 }
             }
+            if (!Double.isNaN(r.copyUs())) {
+                notes.add(String.format(Locale.ROOT, "same-bytes copy %.1f us = %.2fx floor", r.copyUs(), r.copyRatio()));
+            }
             out.printf(Locale.ROOT, "%-6s %-17s %-6s %2d %5d %11.1f %11.1f %7.2f %8.0f %10s  %s%n", r.arch(), r.op(),
                     r.layout(), r.tokens(), r.batch(), r.medianUs(), r.floorUs(), r.ratio(), r.achievedGBs(), speedup,
                     String.join(", ", notes));
