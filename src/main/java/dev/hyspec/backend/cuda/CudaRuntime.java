@@ -81,6 +81,7 @@ public final class CudaRuntime implements AutoCloseable {
     private final CUdeviceptr stagingDevice;
     private int stagingAt;
     private int pieceStaging;   // where the staged arrays of the piece being recorded begin
+    private int pendingFrom = -1;   // outside a recording: where the staged arrays not yet copied begin
     private boolean splitSteps = SPLIT_STEPS;
     private final StepGraphs graphs;
     private String nextLabel;   // labelNext: the next launch's profile label and weight bytes
@@ -276,6 +277,7 @@ public final class CudaRuntime implements AutoCloseable {
                     k.id(), gridX, gridY, gridZ, blockX, sharedBytes, values);
             return;
         }
+        flushStaged();
         cuLaunchKernel(k.function(), gridX, gridY, gridZ, blockX, 1, 1, sharedBytes, stream, parameters(values), null);
     }
 
@@ -348,6 +350,7 @@ public final class CudaRuntime implements AutoCloseable {
                     StepGraphs.address(src), bytes);
             return;
         }
+        flushStaged();
         cuMemcpyDtoDAsync(dst, src, bytes, stream);
     }
 
@@ -361,6 +364,7 @@ public final class CudaRuntime implements AutoCloseable {
                     words);
             return;
         }
+        flushStaged();
         cuMemsetD32Async(dst, 0, words, stream);
     }
 
@@ -373,6 +377,7 @@ public final class CudaRuntime implements AutoCloseable {
             hostProfile.recordBegan();
         }
         graphs.abandon();
+        flushStaged();
         cuStreamSynchronize(stream);   // nothing still reads the staging area
         stagingAt = 0;
         pieceStaging = 0;
@@ -406,6 +411,7 @@ public final class CudaRuntime implements AutoCloseable {
      * must not stall their queue). Only while nothing queued still reads it: after a synchronize.
      */
     void restartStaging() {
+        flushStaged();
         stagingAt = 0;
     }
 
@@ -447,13 +453,13 @@ public final class CudaRuntime implements AutoCloseable {
         int at = (stagingAt + 255) & ~255;
         if (at + bytes > STAGING_BYTES) {
             graphs.abandon();              // a step that does not fit is not recorded
+            flushStaged();
             cuStreamSynchronize(stream);   // every earlier staged copy and its readers are done
             at = 0;
         }
         staging.position(at);
         staging.asIntBuffer().put(data);
         CUdeviceptr dst = stagingDevice.withByteOffset(at);
-        Pointer src = stagingHost.withByteOffset(at);
         stagingAt = at + bytes;
         if (graphs.recording()) {
             // a recorded step stages from offset 0 (beginGraph), each piece after the one before (graphBreak)
@@ -462,8 +468,8 @@ public final class CudaRuntime implements AutoCloseable {
             CUdeviceptr deviceFrom = stagingDevice.withByteOffset(from);
             Pointer hostFrom = stagingHost.withByteOffset(from);
             graphs.staged(from, length, s -> cuMemcpyHtoDAsync(deviceFrom, hostFrom, length, s));
-        } else {
-            cuMemcpyHtoDAsync(dst, src, bytes, stream);
+        } else if (pendingFrom < 0) {
+            pendingFrom = at;   // copied with the arrays staged after it, before the next work is issued
         }
         return dst;
     }
@@ -505,7 +511,23 @@ public final class CudaRuntime implements AutoCloseable {
     /** Waits for all issued work (a step being recorded is issued first, without a graph). */
     void sync() {
         graphs.abandon();
+        flushStaged();
         cuStreamSynchronize(stream);
+    }
+
+    /**
+     * Issues the copy of the host arrays staged since the last work was issued (outside a recorded
+     * step): one copy for all of them, so an operation that stages several tables (addresses, counts)
+     * costs the stream one host-to-device copy, not one per table. Called before anything else is
+     * issued on the stream.
+     */
+    private void flushStaged() {
+        if (pendingFrom < 0) {
+            return;
+        }
+        int from = pendingFrom;
+        pendingFrom = -1;
+        cuMemcpyHtoDAsync(stagingDevice.withByteOffset(from), stagingHost.withByteOffset(from), stagingAt - from, stream);
     }
 
     /** Copies host bytes to device memory, after all issued work. */
@@ -556,6 +578,7 @@ public final class CudaRuntime implements AutoCloseable {
     void record(jcuda.driver.CUevent e) {
         enter();
         graphs.abandon();
+        flushStaged();
         JCudaDriver.cuEventRecord(e, stream);
     }
 
