@@ -2,6 +2,7 @@ package dev.hyspec.bench;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -108,6 +109,59 @@ class DecodeBenchTest {
                 }
             }
         }
+    }
+
+    /**
+     * Forced acceptance at a rate: each draft is accepted with probability p given the ones before it
+     * were, so a row of K = 3 drafts accepts p + p² + p³ of them on average; at 0 none is accepted,
+     * and the tokens emitted are still the drafts up to the first rejection, then a token that is not
+     * the rejected draft.
+     */
+    @Test
+    void forcedAcceptanceAtARate() {
+        ModelSpec spec = spec("nemotron_h");
+        HybridModel model = HybridModel.generate(spec.config(), new CpuBackend(), 5);
+        Workload w = new Workload(20, 5, 61);
+        Measured plain = DecodeRun.run(model, 2, DecodeRun.Mode.NO_SPEC, w, 11, null);
+        Measured none = DecodeRun.run(model, 2, DecodeRun.Mode.spec(ReplayStrategy.ID, 3), w, 11, plain.outputs(), 0.0,
+                null);
+        assertEquals(0.0, none.acceptanceRate());
+        double p = 0.6;
+        Measured some = DecodeRun.run(model, 2, DecodeRun.Mode.spec(ReplayStrategy.ID, 3), w, 11, plain.outputs(), p,
+                null);
+        double expected = (p + p * p + p * p * p) / 3;
+        assertTrue(Math.abs(some.acceptanceRate() - expected) < 0.12,
+                "acceptance " + some.acceptanceRate() + " at rate " + p + ", expected about " + expected);
+        for (int[] out : some.outputs()) {
+            assertEquals(w.maxTokens(), out.length);
+        }
+        assertThrows(IllegalArgumentException.class, () -> DecodeRun.run(model, 1,
+                DecodeRun.Mode.spec(ReplayStrategy.ID, 3), w, 11, plain.outputs(), 1.5, null));
+    }
+
+    /** Prompts of real text repeat a phrase-long window of each text; later requests start further in. */
+    @Test
+    void textPromptsRepeatWindowsOfTheTexts() {
+        int[][] texts = {java.util.stream.IntStream.range(100, 140).toArray(), {7, 8, 9, 10, 11, 12}};
+        Workload w = new Workload(14, 6, 4).withTexts(texts);
+        assertArrayEquals(new int[] {100, 101, 102, 103, 104, 105, 100, 101, 102, 103, 104, 105, 100, 101},
+                DecodeRun.textPrompt(w, 0));
+        assertArrayEquals(new int[] {7, 8, 9, 10, 11, 12, 7, 8, 9, 10, 11, 12, 7, 8}, DecodeRun.textPrompt(w, 1));
+        assertEquals(105, DecodeRun.textPrompt(w, 2)[0]);   // request 2: text 0 again, five tokens in
+        assertThrows(IllegalArgumentException.class,
+                () -> DecodeRun.textPrompt(new Workload(14, 7, 4).withTexts(texts), 1));
+    }
+
+    /** The trained model's texts: each reference prompt with its greedy continuation. */
+    @Test
+    void trainedModelTextsAreItsReferencePromptsAndContinuations() {
+        java.nio.file.Path dir = java.nio.file.Path.of(dev.hyspec.engine.ModelRegistry.EMBEDDED_MODEL);
+        int[][] texts = DecodeBench.texts(dir);
+        assertEquals(4, texts.length);
+        for (int[] t : texts) {
+            assertTrue(t.length >= 16 + 5, "a text of " + t.length + " tokens");
+        }
+        assertEquals(1149, texts[0][0]);   // reference.json prompts[0][0]
     }
 
     @Test
