@@ -7,15 +7,15 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.hyspec.backend.Backend;
 import dev.hyspec.backend.Tensor;
+import dev.hyspec.backend.cpu.CpuBackend;
 import dev.hyspec.backend.cuda.CudaBackend;
 import dev.hyspec.backend.cuda.HostProfile;
-import dev.hyspec.backend.cpu.CpuBackend;
 import dev.hyspec.backend.cuda.StepProfile;
-import dev.hyspec.checkpoint.Checkpoint;
-import dev.hyspec.engine.ModelRegistry;
 import dev.hyspec.bench.DecodeRun.Measured;
 import dev.hyspec.bench.DecodeRun.Mode;
 import dev.hyspec.bench.DecodeRun.Workload;
+import dev.hyspec.checkpoint.Checkpoint;
+import dev.hyspec.engine.ModelRegistry;
 import dev.hyspec.model.HybridModel;
 import dev.hyspec.model.config.ModelConfig;
 import dev.hyspec.model.config.ModelConfigParser;
@@ -45,9 +45,17 @@ import java.util.function.Supplier;
  * fit on one device with their state pools.
  *
  * <pre>
- * args: --out FILE.json [--quick] [--models nemotron-h-8b,qwen3.5-9b] [--batches 1,8,32,64]
- *       [--drafter ngram|oracle|forced] [--profile] [--host-profile]
+ * args: --out FILE.json [--quick] [--models nemotron-h-8b,qwen3.5-9b,kjv-hybrid] [--batches 1,8,32,64]
+ *       [--drafter ngram|oracle|forced] [--accept-rate R] [--warmup-tokens N] [--profile]
+ *       [--host-profile] [--no-split] [--cpu]
  * </pre>
+ *
+ * {@code kjv-hybrid} is the embedded trained model ({@link #TRAINED}), decoded on prompts of real
+ * text with a repeated window: the n-gram drafter's real acceptance. {@code --accept-rate R} has the
+ * forced drafter accept each draft with probability R given the ones before it were;
+ * {@code --warmup-tokens} sets how many tokens each mode decodes at batch 2 before anything is
+ * measured (256); {@code --no-split} runs each recorded step as one graph instead of pieces
+ * ({@link CudaBackend#splitSteps}); {@code --cpu} runs on the CPU backend.
  *
  * {@code --profile} adds, per model, a few batch-1 no-spec steps profiled op by op
  * ({@link StepProfile}): a table of device time per kernel inside the step's graph, with the GEMVs'
@@ -216,7 +224,8 @@ public final class DecodeBench {
 
     private static void usage(String why) {
         System.err.println(why + "\nusage: DecodeBench --out FILE.json [--quick] [--models " + String.join(",", MODELS)
-                + "] [--batches 1,8,32,64] [--drafter ngram|oracle|forced] [--profile] [--host-profile] [--accept-rate R] [--warmup-tokens N] [--no-split] [--cpu]");
+                + "," + TRAINED + "] [--batches 1,8,32,64] [--drafter ngram|oracle|forced] [--accept-rate R]"
+                + " [--warmup-tokens N] [--profile] [--host-profile] [--no-split] [--cpu]");
         System.exit(2);
     }
 
