@@ -26,6 +26,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Random;
 import java.util.Set;
 import java.util.TreeMap;
 
@@ -56,7 +57,7 @@ public final class EngineCore implements AutoCloseable {
     private final SpeculativeVerifier verifier = new SpeculativeVerifier(sampler);
     private boolean forceAcceptance;
     private double forcedRate = 1;
-    private java.util.Random forcedDraws = new java.util.Random(0);
+    private Random forcedDraws = new Random(0);
     private final NgramDrafter ngram;
     private final Deque<RequestState> waiting = new ArrayDeque<>();
     private final List<RequestState> running = new ArrayList<>();
@@ -131,7 +132,7 @@ public final class EngineCore implements AutoCloseable {
         }
         this.forceAcceptance = rate >= 0;
         this.forcedRate = rate;
-        this.forcedDraws = new java.util.Random(seed);
+        this.forcedDraws = new Random(seed);
     }
 
     /** Receives step and verification events from now on. */

@@ -173,9 +173,9 @@ public final class HybridModel {
 
     /**
      * Where a recorded step may be cut ({@link Backend#graphBreak}): after blocks 1, 5, 21, 85, …
-     * (each piece four times the one before). The device runs a piece while the host records the next,
-     * and a block records in far less time than it runs, so after the first piece, one block, the
-     * device never waits for the host.
+     * (each piece four times the one before). The device runs a piece while the host records the next;
+     * recording a block takes far less time than running it (about 5 against 110 µs at the 8B shape,
+     * batch 1), so after the first piece, one block, the device seldom waits for the host.
      */
     static boolean breakAfter(int blocksDone) {
         long b = 1;
