@@ -54,6 +54,23 @@ extern "C" __global__ void conv_shift(float* __restrict__ window, const float* _
 // device addresses); grid (ceil(C / block), R), one thread per (row, channel): the row's T outputs
 // of the channel as conv1d_impl computes them, then (advance) the channel's window moves past the
 // row's tokens. A thread reads and writes only its own channel's window, so the update is in place.
+// Channel c's T outputs of one row, as conv1d_impl computes them: u = [win[0..K) | x[0..T, c]].
+template <typename WT, typename BT>
+__device__ __forceinline__ void conv_row_outputs(const float* __restrict__ x, const float* __restrict__ win,
+                                                 const WT* __restrict__ w, const BT* __restrict__ bias, int hasBias,
+                                                 float* __restrict__ out, int T, int C, int W, int c) {
+    const int K = W - 1;
+    for (int t = 0; t < T; t++) {
+        float acc = hasBias ? ld(bias, c) : 0.f;
+        for (int j = 0; j < W; j++) {
+            int u = t + j;   // index into [window | x]
+            float v = u < K ? win[u] : x[(long)(u - K) * C + c];
+            acc += ld(w, (long)c * W + j) * v;
+        }
+        out[(long)t * C + c] = conv_silu(acc);
+    }
+}
+
 template <typename WT, typename BT>
 __device__ void conv1d_batch_impl(const float* __restrict__ x, float* const* __restrict__ windows,
                                   const WT* __restrict__ w, const BT* __restrict__ bias, int hasBias,
@@ -63,16 +80,7 @@ __device__ void conv1d_batch_impl(const float* __restrict__ x, float* const* __r
     const int K = W - 1;
     const long first = (long)blockIdx.y * T * C;
     float* window = windows[blockIdx.y];
-    const float* win = window + (long)c * K;
-    for (int t = 0; t < T; t++) {
-        float acc = hasBias ? ld(bias, c) : 0.f;
-        for (int j = 0; j < W; j++) {
-            int u = t + j;   // index into [window | x]
-            float v = u < K ? win[u] : x[first + (long)(u - K) * C + c];
-            acc += ld(w, (long)c * W + j) * v;
-        }
-        out[first + (long)t * C + c] = conv_silu(acc);
-    }
+    conv_row_outputs(x + first, window + (long)c * K, w, bias, hasBias, out + first, T, C, W, c);
     if (advance) conv_shift_channel(window, x + first, T, c, C, K);
 }
 
@@ -115,16 +123,7 @@ __device__ void conv_step_batch_impl(const float* __restrict__ x, float* const* 
     const long first = (long)r * T * C;
     float* next = nexts[r];
     for (int t = 0; t < T; t++) next[(long)t * C + c] = x[first + (long)t * C + c];
-    const float* win = window + (long)c * K;
-    for (int t = 0; t < T; t++) {
-        float acc = hasBias ? ld(bias, c) : 0.f;
-        for (int j = 0; j < W; j++) {
-            int u = t + j;   // index into [window | x]
-            float v = u < K ? win[u] : x[first + (long)(u - K) * C + c];
-            acc += ld(w, (long)c * W + j) * v;
-        }
-        out[first + (long)t * C + c] = conv_silu(acc);
-    }
+    conv_row_outputs(x + first, window + (long)c * K, w, bias, hasBias, out + first, T, C, W, c);
 }
 
 #define CONV_STEP_B(WS, WT, BS, BT)                                                                          \

@@ -202,6 +202,43 @@ class Mamba2BatchKernelsTest {
 
     // ------------------------------------------------------------------ conv
 
+    /**
+     * Conv weights {@code [C, W]} and an optional bias on both backends; the variant number picks the
+     * dtypes (f32 or bf16 weights, a bias in f32, bf16 or none) so a loop covers every combination.
+     */
+    private record ConvWeights(Tensor[] w, Tensor[] bias, DType wType, DType bType) {
+        String describe() {
+            return " w " + wType + (bType != null ? " bias " + bType : " no bias");
+        }
+
+        void free() {
+            Gpu.free(Gpu.backend(), w[1]);
+            if (bias[1] != null) {
+                Gpu.free(Gpu.backend(), bias[1]);
+            }
+        }
+    }
+
+    private static ConvWeights convWeights(Random r, int channels, int width, int variant) {
+        DType wType = variant % 2 == 0 ? DType.F32 : DType.BF16;
+        boolean withBias = variant % 3 != 2;
+        DType bType = variant % 3 == 0 ? DType.F32 : DType.BF16;
+        Tensor[] w = Mamba2KernelsTest.weight(wType,
+                Mamba2KernelsTest.representable(Gpu.normal(r, channels * width, 0.5)), channels, width);
+        Tensor[] bias = withBias ? Mamba2KernelsTest.weight(bType,
+                Mamba2KernelsTest.representable(Gpu.normal(r, channels, 0.5)), channels) : new Tensor[2];
+        return new ConvWeights(w, bias, wType, withBias ? bType : null);
+    }
+
+    /** Replay counts 0 … T over the rows: the first row none, the second all T, the rest at random. */
+    private static int[] counts(Random r, int rows, int t) {
+        int[] counts = new int[rows];
+        for (int i = 0; i < rows; i++) {
+            counts[i] = rows == 1 ? t : i == 0 ? 0 : i == 1 ? t : r.nextInt(t + 1);
+        }
+        return counts;
+    }
+
     @Test
     void causalConv1dBatchAndShiftWindowBatchMatchCpu() {
         CudaBackend gpu = Gpu.backend();
@@ -216,37 +253,27 @@ class Mamba2BatchKernelsTest {
                 for (int t : TOKENS) {
                     for (boolean advance : new boolean[] {false, true}) {
                         int v = variant++;
-                        DType wType = v % 2 == 0 ? DType.F32 : DType.BF16;
-                        boolean withBias = v % 3 != 2;
-                        DType bType = v % 3 == 0 ? DType.F32 : DType.BF16;
-                        Tensor[] w = Mamba2KernelsTest.weight(wType,
-                                Mamba2KernelsTest.representable(Gpu.normal(r, channels * width, 0.5)), channels, width);
-                        Tensor[] bias = withBias ? Mamba2KernelsTest.weight(bType,
-                                Mamba2KernelsTest.representable(Gpu.normal(r, channels, 0.5)), channels)
-                                : new Tensor[2];
+                        ConvWeights cwt = convWeights(r, channels, width, v);
+                        Tensor[] w = cwt.w();
+                        Tensor[] bias = cwt.bias();
                         Tensor[][] windows = rowTensors(rowValues(r, rows, channels * keep, rows == 3), channels, keep);
                         Tensor[] x = Gpu.both(Gpu.normal(r, rows * t * channels, 1), rows * t, channels);
                         Tensor cpuOut = Gpu.CPU.zeros(rows * t, channels);
                         Tensor out = Gpu.poisoned(rows * t, channels);
                         Gpu.CPU.causalConv1dBatch(x[0], windows[0], w[0], bias[0], t, cpuOut, advance);
                         gpu.causalConv1dBatch(x[1], windows[1], w[1], bias[1], t, out, advance);
-                        String what = "C=" + channels + " W=" + width + " R=" + rows + " T=" + t + " w " + wType
-                                + (withBias ? " bias " + bType : " no bias") + (advance ? " advance" : "");
+                        String what = "C=" + channels + " W=" + width + " R=" + rows + " T=" + t + cwt.describe()
+                                + (advance ? " advance" : "");
                         check("causalConv1dBatch", what + " out", cpuOut, out, TOL);
                         for (int i = 0; i < rows; i++) {
                             check("causalConv1dBatch window", what + " row " + i, windows[0][i], windows[1][i], 0);
                         }
-                        Gpu.free(gpu, w[1], x[1], out);
-                        if (withBias) {
-                            Gpu.free(gpu, bias[1]);
-                        }
+                        Gpu.free(gpu, x[1], out);
+                        cwt.free();
                         free(windows[1]);
                     }
                     // shiftWindowBatch, counts 0 … T over the rows
-                    int[] counts = new int[rows];
-                    for (int i = 0; i < rows; i++) {
-                        counts[i] = rows == 1 ? t : i == 0 ? 0 : i == 1 ? t : r.nextInt(t + 1);
-                    }
+                    int[] counts = counts(r, rows, t);
                     Tensor[][] windows = rowTensors(rowValues(r, rows, channels * keep, false), channels, keep);
                     Tensor[][] xs = rowTensors(rowValues(r, rows, t * channels, false), t, channels);
                     Gpu.CPU.shiftWindowBatch(windows[0], xs[0], counts);
@@ -277,18 +304,10 @@ class Mamba2BatchKernelsTest {
             int keep = width - 1;
             for (int rows : ROWS) {
                 for (int t : TOKENS) {
-                    int v = variant++;
-                    DType wType = v % 2 == 0 ? DType.F32 : DType.BF16;
-                    boolean withBias = v % 3 != 2;
-                    DType bType = v % 3 == 0 ? DType.F32 : DType.BF16;
-                    Tensor[] w = Mamba2KernelsTest.weight(wType,
-                            Mamba2KernelsTest.representable(Gpu.normal(r, channels * width, 0.5)), channels, width);
-                    Tensor[] bias = withBias ? Mamba2KernelsTest.weight(bType,
-                            Mamba2KernelsTest.representable(Gpu.normal(r, channels, 0.5)), channels) : new Tensor[2];
-                    int[] counts = new int[rows];
-                    for (int i = 0; i < rows; i++) {
-                        counts[i] = rows == 1 ? t : i == 0 ? 0 : i == 1 ? t : r.nextInt(t + 1);
-                    }
+                    ConvWeights cwt = convWeights(r, channels, width, variant++);
+                    Tensor[] w = cwt.w();
+                    Tensor[] bias = cwt.bias();
+                    int[] counts = counts(r, rows, t);
                     // previous inputs hold up to 8 rows (a longer verify than this one), as the workspaces do
                     int held = 8;
                     Tensor[][] windows = rowTensors(rowValues(r, rows, channels * keep, false), channels, keep);
@@ -299,17 +318,15 @@ class Mamba2BatchKernelsTest {
                     Tensor out = Gpu.poisoned(rows * t, channels);
                     Gpu.CPU.convStepBatch(x[0], windows[0], previous[0], counts, next[0], w[0], bias[0], t, cpuOut);
                     gpu.convStepBatch(x[1], windows[1], previous[1], counts, next[1], w[1], bias[1], t, out);
-                    String what = "C=" + channels + " W=" + width + " R=" + rows + " T=" + t + " w " + wType
-                            + (withBias ? " bias " + bType : " no bias") + " counts " + Arrays.toString(counts);
+                    String what = "C=" + channels + " W=" + width + " R=" + rows + " T=" + t + cwt.describe() + " counts "
+                            + Arrays.toString(counts);
                     check("convStepBatch", what + " out", cpuOut, out, TOL);
                     for (int i = 0; i < rows; i++) {
                         check("convStepBatch window", what + " row " + i, windows[0][i], windows[1][i], 0);
                         check("convStepBatch next", what + " row " + i, next[0][i], next[1][i], 0);
                     }
-                    Gpu.free(gpu, w[1], x[1], out);
-                    if (withBias) {
-                        Gpu.free(gpu, bias[1]);
-                    }
+                    Gpu.free(gpu, x[1], out);
+                    cwt.free();
                     free(windows[1], previous[1], next[1]);
                 }
             }
