@@ -397,7 +397,11 @@ HYSPEC_FOR_WEIGHT_TYPES(M2V)
 // its code generation was measured as is, and the general form ran T = 6 about 15 % slower.
 // The 4 row sums of each token reduce over the warp's 32 lanes two tokens at a time by a butterfly
 // that halves the values each step (9 shuffles for 8 sums instead of 40); C_t . B_j likewise, one warp
-// per token t, and the lane that ends with a pair's sum takes its exponential.
+// per token t. The step's scalars are one warp's (the last): dt_t before the first barrier, then c_t
+// once, and every e^{c_t - c_j} and e^{c_t} in one pass of its lanes, so their double-precision chains
+// are one deep and run beside the replay (measured on the H100 at the 8B shape, batch 32 .. 256, against
+// every warp t taking its own row of exponentials after its outputs and every thread computing A:
+// T = 6 4-7 % and T = 1 6-8 % faster, the results bit for bit the same).
 #define M2R_N 128
 
 // Butterfly reduce-scatter of 8 values over a warp: afterwards lanes whose (lane>>2)&7 is k hold the
@@ -440,8 +444,9 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
     __shared__ __align__(16) float pX[TC][PT];     // previous tokens' x (the tile)
     __shared__ __align__(16) float pB[TC][N];      // previous tokens' B
     __shared__ __align__(16) float red[TT][PT];    // C_t . S(L) per row
-    __shared__ float coef[TT][TT];                 // (C_t . B_j) e^{c_t - c_j} dt_j
-    __shared__ float sw[TC], sdt[TT], scar[TT], seL;
+    __shared__ float cbd[TT][TT];                  // C_t . B_j
+    __shared__ float ef[TT][TT];                   // e^{c_t - c_j}
+    __shared__ float sw[TC], sdt[TT], scs[TT], scar[TT], seL, sA;
 
     const int r = blockIdx.z, h = blockIdx.y, p0 = blockIdx.x * PT;
     const int pw = min(PT, P - p0);                 // a multiple of 4
@@ -472,8 +477,10 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
     }
     const int jc0 = min(TC, count);
     const int jt = tid - 32;
-    float dtr = 0.f, cj = 0.f, dtj = 0.f, cL = 0.f;
-    if (tid < TT) dtr = dtRawAll[((long)r * TT + tid) * H + h];
+    constexpr int SW = NW - 1;                      // the scalar warp: dt_t, c_t and the e^{c_t - c_j}
+    float dtr = 0.f, cj = 0.f, dtj = 0.f, cL = 0.f, al = 0.f;
+    if (warp == SW && lane < TT) dtr = dtRawAll[((long)r * TT + lane) * H + h];
+    if (tid == 0) al = ld(aLog, h);
     if ((jt >= 0 && jt < jc0) || tid == 64) {
         if (count > 0) cL = prev[(long)(count - 1) * width + hDt + H + h];
         if (jt >= 0 && jt < jc0) {
@@ -560,10 +567,40 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
         }
     }
     }
-    if (tid < TT) sdt[tid] = m2_dt(dtr, ld(dtBias, h), dtMin, dtMax);
     if (jt >= 0 && jt < jc0) sw[jt] = m2_exp(__fsub_rn(cL, cj)) * dtj;
     if (tid == 64) seL = count > 0 ? m2_exp(cL) : 1.f;
+    if (tid == 0) sA = m2_a(al);
+    if (warp == SW && lane < TT) sdt[lane] = m2_dt(dtr, ld(dtBias, h), dtMin, dtMax);
     __syncthreads();
+
+    // The scalar warp: c_t = sum_{i<=t} A dt_i, then e^{c_t - c_j} (j <= t) and e^{c_t}, one lane each,
+    // and the first tile's history dt and c; read only after the second barrier. Where they fit one
+    // pass of the warp (T <= 6 at 8 warps) these double-precision exponentials run here, beside the
+    // other warps' replay; otherwise the warp runs them after its outputs, where its state registers
+    // are free (at 4 warps, before the replay, they cost spills).
+    constexpr int PAIRS = TT * (TT + 1) / 2;
+    constexpr bool SCALARS_EARLY = NW == 8 && PAIRS + TT <= 32;
+    auto scalars = [&]() {
+        if (warp != SW) return;
+        if (lane < TT) scs[lane] = m2v_csum(sdt, lane, sA);
+        __syncwarp();
+        for (int k = lane; k < PAIRS + TT; k += 32) {
+            if (k < PAIRS) {
+                int t = 0;
+                while ((t + 1) * (t + 2) / 2 <= k) t++;
+                const int j = k - t * (t + 1) / 2;
+                ef[t][j] = m2_exp(__fsub_rn(scs[t], scs[j]));
+            } else {
+                scar[k - PAIRS] = m2_exp(scs[k - PAIRS]);
+            }
+        }
+        if (blockIdx.x == 0 && lane < TT) {
+            float* next = nexts[r];
+            next[(long)lane * width + hDt + h] = sdt[lane];
+            next[(long)lane * width + hDt + H + h] = scs[lane];
+        }
+    };
+    if constexpr (SCALARS_EARLY) scalars();
 
     // Replay: S(L) = e^{c_{count-1}} S_old + sum_j (w_j x_j[p]) B_j[n], TC previous tokens at a time.
     for (int j0 = 0; j0 == 0 || j0 < count; j0 += TC) {
@@ -623,7 +660,7 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
         }
     }
 
-    // History rows of this step: x (this tile), B (the group's first head, first tile), dt and c (first tile).
+    // History rows of this step: x (this tile), B (the group's first head, first tile); dt and c above.
     float* next = nexts[r];
     if constexpr (NW == 8) {
     if (tid < TT * 8 && (tid & 7) * 4 < pw) {
@@ -642,11 +679,6 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
         for (int i = tid; i < TT * 32; i += blockDim.x) {
             *reinterpret_cast<float4*>(next + (long)(i >> 5) * width + bOff + (i & 31) * 4) = m2r_lds4(&sB[i >> 5][(i & 31) * 4]);
         }
-    }
-    const float A = m2_a(ld(aLog, h));
-    if (blockIdx.x == 0 && tid < TT) {
-        next[(long)tid * width + hDt + h] = sdt[tid];
-        next[(long)tid * width + hDt + H + h] = m2v_csum(sdt, tid, A);
     }
 
     // C_t . S(L): tokens two at a time, 8 row sums reduced over the warp.
@@ -671,7 +703,8 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
         const int k = m2r_slot8(lane), t = t0 + (k >> 2);
         if ((lane & 3) == 0 && t < TT && rowsOk) red[t][row0 + (k & 3)] = v[0];
     }
-    // Warp t < TT: C_t . B_j for j <= t, then the coefficient of x_j in y_t; lane 31: e^{c_t}.
+    if constexpr (!SCALARS_EARLY) scalars();
+    // Warp t < TT: C_t . B_j for j <= t.
     if constexpr (NW == 8) {
     if (warp < TT) {
         const int t = warp;
@@ -688,10 +721,7 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
         }
         m2r_reduce8(v, lane);
         const int j = m2r_slot8(lane);
-        if ((lane & 3) == 0 && j <= t) {
-            coef[t][j] = v[0] * m2_exp(__fsub_rn(m2v_csum(sdt, t, A), m2v_csum(sdt, j, A))) * sdt[j];
-        }
-        if (lane == 31) scar[t] = m2_exp(m2v_csum(sdt, t, A));
+        if ((lane & 3) == 0 && j <= t) cbd[t][j] = v[0];
         }
     } else {
 #pragma unroll
@@ -709,15 +739,13 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
         }
         m2r_reduce8(v, lane);
         const int j = m2r_slot8(lane);
-        if ((lane & 3) == 0 && j <= t) {
-            coef[t][j] = v[0] * m2_exp(__fsub_rn(m2v_csum(sdt, t, A), m2v_csum(sdt, j, A))) * sdt[j];
-        }
-        if (lane == 31) scar[t] = m2_exp(m2v_csum(sdt, t, A));
+        if ((lane & 3) == 0 && j <= t) cbd[t][j] = v[0];
         }
     }
     __syncthreads();
 
-    // y_t[p] = e^{c_t} (C_t . S(L))[p] + sum_{j<=t} coef[t][j] x_j[p] + D x_t[p], one element a thread.
+    // y_t[p] = e^{c_t} (C_t . S(L))[p] + sum_{j<=t} (C_t . B_j) e^{c_t - c_j} dt_j x_j[p] + D x_t[p], one
+    // element a thread.
     const float Dh = ld(dd, h);
     float* y = yAll + (long)r * TT * H * P + (long)h * P + p0;
     for (int i = tid; i < TT * PT; i += blockDim.x) {
@@ -726,7 +754,10 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
             float v = scar[t] * red[t][pl];
 #pragma unroll
             for (int j = 0; j < TT; j++) {
-                if (j <= t) v += coef[t][j] * sx[j][pl];
+                if (j <= t) {
+                    const float coef = cbd[t][j] * ef[t][j] * sdt[j];
+                    v += coef * sx[j][pl];
+                }
             }
             v += Dh * sx[t][pl];
             y[(long)t * H * P + pl] = v;
