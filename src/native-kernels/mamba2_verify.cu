@@ -574,12 +574,11 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
     __syncthreads();
 
     // The scalar warp: c_t = sum_{i<=t} A dt_i, then e^{c_t - c_j} (j <= t) and e^{c_t}, one lane each,
-    // and the first tile's history dt and c; read only after the second barrier. Where they fit one
-    // pass of the warp (T <= 6 at 8 warps) these double-precision exponentials run here, beside the
-    // other warps' replay; otherwise the warp runs them after its outputs, where its state registers
-    // are free (at 4 warps, before the replay, they cost spills).
+    // and the first tile's history dt and c; read only after the second barrier. At 8 warps these
+    // double-precision exponentials run here, beside the other warps' replay; at 4 the warp runs them
+    // after its outputs, where its state registers are free (before the replay they cost spills).
     constexpr int PAIRS = TT * (TT + 1) / 2;
-    constexpr bool SCALARS_EARLY = NW == 8 && PAIRS + TT <= 32;
+    constexpr bool SCALARS_EARLY = NW == 8;
     auto scalars = [&]() {
         if (warp != SW) return;
         if (lane < TT) scs[lane] = m2v_csum(sdt, lane, sA);
