@@ -772,9 +772,10 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
         m2_replay_verify_vk128_impl<TT, NW, W>(states, prevs, counts, xBC, dtRaw, dtBias, aLog, dd, nexts, y, H, \
                                            P, G, dtMin, dtMax);                                               \
     }
-// T = 2 .. 4: 4 warps (16 rows, 8 blocks an SM); T = 5 .. 8 and T = 1: 8 warps (32 rows, 4 blocks an SM). At
-// T = 1 the 8-warp kernel measured 2-3 % faster than the generic one, the 4-warp one 7-9 % slower. Measured on the H100 at the 8B shape (StateUpdateBench, batch 32 .. 256), each the
-// fastest of the three at its T.
+// T = 2 .. 4: 4 warps (16 rows, 8 blocks an SM); T = 5 .. 8 and T = 1: 8 warps (32 rows, 4 blocks an SM),
+// each the fastest of the three at its T on the H100 at the 8B shape (StateUpdateBench, batch 32 .. 256).
+// At T = 1 the 8-warp kernel measured 2-3 % faster than the generic one and the 4-warp one 7-9 % slower
+// before the scalar warp; with it, 10 % faster than the generic one.
 #define M2R(SUF, W)                                                                                   \
     M2R_K2(SUF, W, 1, 4, m2_replay_verify_vk128w4_t1_##SUF, 8) M2R_K2(SUF, W, 1, 8, m2_replay_verify_vk128_t1_##SUF, 4) \
     M2R_K2(SUF, W, 2, 4, m2_replay_verify_vk128w4_t2_##SUF, 8)                                        \

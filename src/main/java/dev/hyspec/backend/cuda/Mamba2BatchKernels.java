@@ -334,9 +334,10 @@ final class Mamba2BatchKernels {
     /**
      * Which VK N = 128 replay-verify kernels run ({@code hyspec.mamba2.verify-kernel}, for
      * benchmarks and tests): {@code tile} (default) the one-tile-per-block kernels, T = 1 at 8 warps
-     * (m2_replay_verify_vk128_t1: 2-3 % faster than the generic kernel on the H100 at the 8B shape,
-     * batch 32 … 256); {@code previous} the kernels before that (T = 1: the generic kernel);
-     * {@code tile4x4} T = 1 at 4 warps (7-9 % slower); {@code generic} every T on the generic kernel.
+     * (m2_replay_verify_vk128_t1: 10 % faster than the generic kernel on the H100 at the 8B shape,
+     * batch 32 … 256, bench-results/state-verify-t1-tile-generic.txt); {@code previous} the kernels
+     * before that (T = 1: the generic kernel); {@code tile4x4} T = 1 at 4 warps (7-9 % slower, measured
+     * before the kernels' scalar warp); {@code generic} every T on the generic kernel.
      */
     static final String VERIFY_KERNEL_PROPERTY = "hyspec.mamba2.verify-kernel";
 
