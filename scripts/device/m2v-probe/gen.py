@@ -2,8 +2,9 @@
 """Writes the variants probe.cu compiles into .device-m2v/ (git-ignored; the device tool carries it), from the tiled
 Mamba2 replay verify (m2_replay_verify_vk128_impl in src/native-kernels/mamba2_verify.cu):
 
-  pv_cur.inc   the working tree's kernel as pv_cur<TT, NW, W, F>: F & 1 float exponentials before
-               the first barrier, F & 8 after it (the scalar warp's), F & 2 no outputs, F & 4 no replay
+  pv_cur.inc   the working tree's kernel as pv_cur<TT, NW, W, F>: F & 1 float exponentials for the
+               replay's weights and A (before the first barrier), F & 8 for the scalar warp's (dt_t
+               before the barrier, the e^{c_t - c_j} after it), F & 2 no outputs, F & 4 no replay
   pv_flip.inc  the same with the scalar warp's placement turned the other way round (pv_flip)
   pv_old.inc   the kernel at commit OLD (default 734b849, before the scalar warp) as pv_old<TT, NW, W, F>:
                F & 1 every exponential in float, F & 2 no outputs, F & 4 no replay
