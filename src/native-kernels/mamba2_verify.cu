@@ -704,9 +704,7 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
     }
     if constexpr (!SCALARS_EARLY) scalars();
     // Warp t < TT: C_t . B_j for j <= t.
-    if constexpr (NW == 8) {
-    if (warp < TT) {
-        const int t = warp;
+    auto dots = [&](int t) {
         const float4 c = m2r_lds4(&sC[t][col]);
         float v[8];
 #pragma unroll
@@ -721,25 +719,12 @@ __device__ void m2_replay_verify_vk128_impl(float* const* __restrict__ states, c
         m2r_reduce8(v, lane);
         const int j = m2r_slot8(lane);
         if ((lane & 3) == 0 && j <= t) cbd[t][j] = v[0];
-        }
+    };
+    if constexpr (NW == 8) {
+        if (warp < TT) dots(warp);
     } else {
 #pragma unroll
-    for (int t = warp; t < TT; t += NW) {
-        const float4 c = m2r_lds4(&sC[t][col]);
-        float v[8];
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            if (j < TT && j <= t) {
-                const float4 b = m2r_lds4(&sB[j][col]);
-                v[j] = c.x * b.x + c.y * b.y + c.z * b.z + c.w * b.w;
-            } else {
-                v[j] = 0.f;
-            }
-        }
-        m2r_reduce8(v, lane);
-        const int j = m2r_slot8(lane);
-        if ((lane & 3) == 0 && j <= t) cbd[t][j] = v[0];
-        }
+        for (int t = warp; t < TT; t += NW) dots(t);
     }
     __syncthreads();
 
