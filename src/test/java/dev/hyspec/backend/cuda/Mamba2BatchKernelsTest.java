@@ -34,6 +34,8 @@ import org.junit.jupiter.api.Test;
 class Mamba2BatchKernelsTest {
     private static final double TOL = Gpu.F32_TOL;
     private static final int[] ROWS = {1, 3, 8};
+    /** Conv shapes {channels, width} of the conv tests: two small, one of the 8B model (conv 10240, width 4). */
+    private static final int[][] CONV_SHAPES = {{48, 4}, {40, 2}, {10240, 4}};
     private static final int[] TOKENS = {1, 2, 4, 6, 8};
     private static final Shape BIG = new Shape(128, 64, 128, 8);
     /** 16-byte vectors; scalar ones (N, P not multiples of 4; an odd H makes history rows unaligned); 8B. */
@@ -244,8 +246,7 @@ class Mamba2BatchKernelsTest {
         CudaBackend gpu = Gpu.backend();
         Random r = random();
         int variant = 0;
-        int[][] cw = {{48, 4}, {40, 2}, {10240, 4}};
-        for (int[] c : cw) {
+        for (int[] c : CONV_SHAPES) {
             int channels = c[0];
             int width = c[1];
             int keep = width - 1;
@@ -297,8 +298,7 @@ class Mamba2BatchKernelsTest {
         CudaBackend gpu = Gpu.backend();
         Random r = random();
         int variant = 0;
-        int[][] cw = {{48, 4}, {40, 2}, {10240, 4}};
-        for (int[] c : cw) {
+        for (int[] c : CONV_SHAPES) {
             int channels = c[0];
             int width = c[1];
             int keep = width - 1;
